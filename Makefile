@@ -1,0 +1,53 @@
+# inferops.vllm_dr — every gate CI runs is `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+ROOT := $(CURDIR)
+VENV ?= $(ROOT)/.venv
+BIN := $(VENV)/bin
+COLLECTIONS := $(ROOT)/build/collections
+REPORTS := $(ROOT)/reports
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+
+export VLLM_DR_VENV := $(VENV)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PATH := $(BIN):$(PATH)
+
+.PHONY: help deps test sanity lint unit integration build bench-cache clean
+
+help:
+	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
+	@echo "make sanity|lint|unit|integration   one gate"
+	@echo "make build        the Galaxy tarball"
+	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
+
+deps:
+	@bash tools/bootstrap.sh
+	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
+	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
+
+# -k: every gate runs even when an earlier one is red; make still exits non-zero.
+test: deps
+	@$(MAKE) --no-print-directory -k sanity lint unit integration
+
+sanity: deps
+	bash tools/ansible-test.sh sanity --python 3.11 --color no
+
+lint: deps
+	$(BIN)/ansible-lint --profile production
+
+unit: deps
+	$(PYTEST) tests/unit --junitxml=$(REPORTS)/unit.xml
+
+integration: deps
+	$(PYTEST) tests/integration --junitxml=$(REPORTS)/integration.xml
+	bash tools/ansible-test.sh integration --local --python 3.11 --color no
+
+build: deps
+	$(BIN)/ansible-galaxy collection build --force --output-path build/
+
+bench-cache: deps
+	$(BIN)/python tests/bench/bench_cache.py --rows 1000000
+
+clean:
+	rm -rf build reports tests/output

@@ -1,0 +1,441 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The on-disk SQLite token cache (token_cache.db): inspect, prune, purge, restore.
+
+Every change is preceded by a 0600 backup of the database and its sidecar files,
+taken while SQLite's write lock is held, so nothing is deleted that cannot be
+put back. Counting and pruning run inside SQLite: rows never enter Python.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sqlite3
+import time
+import urllib.parse
+
+from ._files import BackupError, copy_private, ensure_backup_dir, file_digest, fsync_directory
+from ._timestamps import EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc
+
+SIDECAR_SUFFIXES = ('-wal', '-shm', '-journal')
+SQLITE_MAGIC = b'SQLite format 3\x00'
+# Where SQLite's unix VFS keeps its write locks: the RESERVED byte of the database file
+# (rollback journal mode) and the WAL_WRITE_LOCK byte of the -shm file (WAL mode).
+_RESERVED_BYTE = 0x40000001
+_WAL_WRITE_LOCK_BYTE = 120
+# How often a purge re-copies a file that a live writer changed under the backup.
+_BACKUP_ATTEMPTS = 3
+
+
+class TokenCacheError(Exception):
+    """A problem with the cache or the request; the message is one line with the fix."""
+
+
+def cache_files(path: str) -> list[str]:
+    """The database and every sidecar SQLite may keep beside it."""
+    return [path] + [path + suffix for suffix in SIDECAR_SUFFIXES]
+
+
+def existing_files(path: str) -> list[str]:
+    return [name for name in cache_files(path) if os.path.lexists(name)]
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def expiry_epoch_sql(column: str) -> str:
+    """SQL for a row's expiry in epoch seconds, or NULL when it cannot be read.
+
+    Caches written by different clients store epoch seconds, epoch milliseconds
+    or ISO 8601 text (with Z or an offset); all three are normalised in SQL so
+    that a million-row cache is judged without loading a row into Python.
+    """
+    col = quote_identifier(column)
+    raw = (
+        f"CASE WHEN typeof({col}) IN ('integer', 'real') THEN {col} "
+        f"WHEN typeof({col}) = 'text' AND trim({col}) GLOB '[0-9]*' "
+        f"AND trim({col}) NOT GLOB '*[^0-9.]*' THEN CAST(trim({col}) AS REAL) "
+        f"WHEN typeof({col}) = 'text' THEN (julianday(trim({col})) - 2440587.5) * 86400.0 "
+        f"ELSE NULL END"
+    )
+    return f"(SELECT CASE WHEN e > {EPOCH_MILLIS_THRESHOLD} THEN e / 1000.0 ELSE e END FROM (SELECT {raw} AS e))"
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return 'locked' in text or 'busy' in text
+
+
+class TokenCache:
+    """One token cache file and the table/column that hold token expiries."""
+
+    def __init__(self, path: str, table: str = 'tokens', expires_column: str = 'expires_at', lock_timeout: float = 5.0):
+        self.path = path
+        self.table = table
+        self.expires_column = expires_column
+        self.lock_timeout = lock_timeout
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def _check_not_directory(self) -> None:
+        if os.path.isdir(self.path):
+            raise TokenCacheError(
+                f'path {self.path} is a directory, not a token cache file; '
+                f'set path to the SQLite file inside it, e.g. {os.path.join(self.path, "token_cache.db")}'
+            )
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        mode = 'ro' if readonly else 'rw'
+        uri = f'file:{urllib.parse.quote(self.path)}?mode={mode}'
+        return sqlite3.connect(uri, uri=True, timeout=self.lock_timeout, isolation_level=None)
+
+    def _locked_error(self, exc: Exception) -> TokenCacheError:
+        return TokenCacheError(
+            f'token cache {self.path} is locked by another process ({exc}) for more than {self.lock_timeout:g}s; '
+            'retry when the service is idle, stop it first, or raise lock_timeout'
+        )
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        if self.table not in tables:
+            found = ', '.join(tables) if tables else 'none'
+            raise TokenCacheError(
+                f'table {self.table!r} not found in {self.path} (tables: {found}); set table to the cache\'s token table'
+            )
+        columns = [row[1] for row in conn.execute(f'PRAGMA table_info({quote_identifier(self.table)})')]
+        if self.expires_column not in columns:
+            raise TokenCacheError(
+                f'column {self.expires_column!r} not found in table {self.table!r} of {self.path} '
+                f'(columns: {", ".join(columns)}); set expires_column to the column holding the token expiry'
+            )
+
+    def _count(self, conn: sqlite3.Connection, cutoff: float) -> dict:
+        expiry = expiry_epoch_sql(self.expires_column)
+        row = conn.execute(
+            'SELECT count(*), '
+            '       coalesce(sum(CASE WHEN e IS NULL THEN 1 ELSE 0 END), 0), '
+            '       coalesce(sum(CASE WHEN e < :cutoff THEN 1 ELSE 0 END), 0), '
+            '       min(e), max(e) '
+            f'FROM (SELECT {expiry} AS e FROM {quote_identifier(self.table)})',
+            {'cutoff': cutoff},
+        ).fetchone()
+        return {
+            'rows': row[0],
+            'malformed_rows': row[1],
+            'expired_rows': row[2],
+            'earliest_expiry': iso_utc(row[3]),
+            'latest_expiry': iso_utc(row[4]),
+        }
+
+    @staticmethod
+    def _integrity(conn: sqlite3.Connection) -> str:
+        problems = [row[0] for row in conn.execute('PRAGMA quick_check(5)')]
+        return 'ok' if problems == ['ok'] else '; '.join(problems)
+
+    def _last_write(self) -> float:
+        """When the cache was last written: with WAL, writes land in the -wal file first."""
+        times = [os.stat(self.path).st_mtime]
+        if os.path.exists(self.path + '-wal'):
+            times.append(os.stat(self.path + '-wal').st_mtime)
+        return max(times)
+
+    def _staleness(self, last_write: float, restored_at: float | None) -> tuple[bool, str | None]:
+        if restored_at is None:
+            return False, None
+        if last_write < restored_at:
+            return True, (
+                f'{os.path.basename(self.path)} was last written at {iso_utc(last_write)}, before the restore '
+                f'completed at {iso_utc(restored_at)}: it holds tokens from the snapshot'
+            )
+        return False, None
+
+    def inspect(self, cutoff: float, restored_at: float | None = None) -> dict:
+        """What the cache holds; reports (does not raise on) a file that is not a healthy database."""
+        self._check_not_directory()
+        info = {
+            'path': self.path, 'exists': False, 'size_bytes': 0, 'mtime': None, 'stale': False,
+            'stale_reason': None, 'integrity': None, 'rows': None, 'expired_rows': None,
+            'malformed_rows': None, 'earliest_expiry': None, 'latest_expiry': None,
+            'files': existing_files(self.path),
+        }
+        if not os.path.exists(self.path):
+            if restored_at is not None:
+                info['stale_reason'] = 'no cache file: the service rebuilds it from fresh credentials'
+            return info
+        last_write = self._last_write()
+        info.update(exists=True, size_bytes=os.path.getsize(self.path), mtime=iso_utc(last_write))
+        info['stale'], info['stale_reason'] = self._staleness(last_write, restored_at)
+        try:
+            conn = self._connect(readonly=True)
+        except sqlite3.Error as exc:
+            info['integrity'] = str(exc)
+            return info
+        try:
+            info['integrity'] = self._integrity(conn)
+            if info['integrity'] == 'ok':
+                self._check_schema(conn)
+                info.update(self._count(conn, cutoff))
+        except sqlite3.OperationalError as exc:
+            if _is_lock_error(exc):
+                raise self._locked_error(exc) from None
+            info['integrity'] = str(exc)
+        except sqlite3.DatabaseError as exc:
+            info['integrity'] = str(exc)
+        finally:
+            conn.close()
+        return info
+
+    # ---- changing ------------------------------------------------------------------------
+
+    def _backup_names(self, backup_dir: str) -> dict:
+        stem = os.path.join(backup_dir, f'{os.path.basename(self.path)}.{backup_stamp()}.bak')
+        return {name: stem + name[len(self.path):] for name in cache_files(self.path)}
+
+    def _backup(self, backup_dir: str | None) -> list[str]:
+        """Copy the database and its sidecars; the caller holds the write lock or checks for changes."""
+        directory = ensure_backup_dir(backup_dir or os.path.dirname(os.path.abspath(self.path)))
+        written = []
+        for source, destination in self._backup_names(directory).items():
+            if os.path.exists(source):
+                copy_private(source, destination)
+                written.append(destination)
+        return written
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute('BEGIN IMMEDIATE')
+        except sqlite3.OperationalError as exc:
+            if _is_lock_error(exc):
+                raise self._locked_error(exc) from None
+            raise
+
+    def prune(self, before: dict, cutoff: float, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
+        """Delete rows that expired before ``cutoff`` (``before`` is inspect() at that cutoff), then VACUUM."""
+        result = {'removed_rows': 0, 'backup_files': [], 'warnings': []}
+        if not before['exists']:
+            return result
+        if before['integrity'] != 'ok':
+            raise TokenCacheError(
+                f'token cache {self.path} is not a healthy SQLite database ({before["integrity"]}); '
+                'state=pruned cannot repair it: use state=absent to purge it (a backup is kept)'
+            )
+        if not before['expired_rows']:
+            return result
+        if check_mode:
+            result['removed_rows'] = before['expired_rows']
+            return result
+        expiry = expiry_epoch_sql(self.expires_column)
+        conn = self._connect(readonly=False)
+        try:
+            self._begin_immediate(conn)
+            try:
+                # Under the write lock: nothing can be written between the backup and the delete.
+                if backup:
+                    result['backup_files'] = self._backup(backup_dir)
+                cursor = conn.execute(
+                    f'DELETE FROM {quote_identifier(self.table)} WHERE {expiry} < :cutoff', {'cutoff': cutoff}
+                )
+                result['removed_rows'] = cursor.rowcount
+                conn.execute('COMMIT')
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            try:
+                conn.execute('VACUUM')
+            except sqlite3.OperationalError as exc:
+                result['warnings'].append(f'rows were removed but VACUUM did not run ({exc}); the file shrinks on the next prune')
+        except BackupError as exc:
+            raise TokenCacheError(str(exc)) from None
+        finally:
+            conn.close()
+        return result
+
+    def _check_no_writer(self) -> None:
+        """Refuse to purge or replace the cache while a transaction is writing to it.
+
+        Asked through SQLite's own file locks rather than by opening the database: a
+        connection closed here would checkpoint and delete the -wal file before its backup.
+        """
+        deadline = time.monotonic() + self.lock_timeout
+        while _writer_active(self.path):
+            if time.monotonic() >= deadline:
+                raise self._locked_error('a write transaction is open')
+            time.sleep(0.05)
+
+    def _backup_unchanged(self, backup_dir: str | None) -> list[str]:
+        """Back up the files; copy again when a live writer changed them meanwhile."""
+        for _attempt in range(_BACKUP_ATTEMPTS):
+            before = _signatures(self.path)
+            written = self._backup(backup_dir)
+            if _signatures(self.path) == before:
+                return written
+            for name in written:
+                os.unlink(name)
+        raise TokenCacheError(
+            f'token cache {self.path} kept changing while it was backed up ({_BACKUP_ATTEMPTS} attempts); '
+            'stop the service before purging, then re-run'
+        )
+
+    def purge(self, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
+        """Remove the database and its sidecars (after the backup), whatever their condition."""
+        self._check_not_directory()
+        files = existing_files(self.path)
+        result = {'removed_files': [], 'backup_files': [], 'warnings': []}
+        if not files or check_mode:
+            result['removed_files'] = files
+            return result
+        self._check_no_writer()
+        try:
+            if backup:
+                result['backup_files'] = self._backup_unchanged(backup_dir)
+        except BackupError as exc:
+            raise TokenCacheError(str(exc)) from None
+        for name in existing_files(self.path):
+            os.unlink(name)
+            result['removed_files'].append(name)
+        fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+        return result
+
+    def restore(self, restore_from: str, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
+        """Put a backup taken by prune/purge back in place; the current files are backed up first."""
+        self._check_not_directory()
+        sources = _backup_set(restore_from, self.path)
+        wanted = {target: source for target, source in sources.items() if source is not None}
+        current = existing_files(self.path)
+        result = {'restored_files': [], 'removed_files': [], 'backup_files': [], 'warnings': []}
+        identical = set(current) == set(wanted) and all(
+            file_digest(target) == file_digest(source) for target, source in wanted.items()
+        )
+        if identical:
+            return result
+        result['restored_files'] = sorted(wanted)
+        result['removed_files'] = sorted(set(current) - set(wanted))
+        if not _looks_like_sqlite(restore_from):
+            result['warnings'].append(f'{restore_from} is not an SQLite database: a damaged cache is being put back')
+        if check_mode:
+            return result
+        try:
+            if backup and current:
+                self._check_no_writer()
+                result['backup_files'] = self._backup_unchanged(backup_dir)
+            owner = _ownership(self.path)
+            for target in result['removed_files']:
+                os.unlink(target)
+            for target, source in wanted.items():
+                _replace_from(source, target, owner)
+        except BackupError as exc:
+            raise TokenCacheError(str(exc)) from None
+        fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+        return result
+
+
+def _byte_write_locked(path: str, offset: int) -> bool:
+    """Whether another process holds a write lock on one byte of ``path`` (probed with a shared lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, offset)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            return True
+        raise
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _writer_active(path: str) -> bool:
+    if not _looks_like_sqlite(path):
+        return False  # not a database: no SQLite writer to wait for
+    return _byte_write_locked(path, _RESERVED_BYTE) or _byte_write_locked(path + '-shm', _WAL_WRITE_LOCK_BYTE)
+
+
+def _looks_like_sqlite(path: str) -> bool:
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _signatures(path: str) -> list:
+    signatures = []
+    for name in existing_files(path):
+        stat = os.stat(name)
+        signatures.append((name, stat.st_size, stat.st_mtime_ns))
+    return signatures
+
+
+def _backup_set(restore_from: str, path: str) -> dict:
+    """Map each cache file to its file in the backup set named by its main ``.bak`` file."""
+    if not restore_from.endswith('.bak') or not os.path.isfile(restore_from):
+        raise TokenCacheError(
+            f'restore_from {restore_from} is not a backup file; give the main <name>.<timestamp>.bak file '
+            'listed in backup_files of an earlier run'
+        )
+    return {
+        target: (restore_from + target[len(path):] if os.path.exists(restore_from + target[len(path):]) else None)
+        for target in cache_files(path)
+    }
+
+
+def _ownership(path: str) -> tuple:
+    """Owner and mode a restored file should get: the file's own, else its directory's owner and 0600.
+
+    Backups are root-readable 0600 copies; the service must still be able to read what is put back.
+    """
+    if os.path.exists(path):
+        stat = os.stat(path)
+        return stat.st_uid, stat.st_gid, stat.st_mode & 0o7777
+    stat = os.stat(os.path.dirname(os.path.abspath(path)))
+    return stat.st_uid, stat.st_gid, 0o600
+
+
+def _replace_from(source: str, target: str, owner: tuple) -> None:
+    """Atomically replace ``target`` with a copy of ``source``, with the given owner and mode."""
+    uid, gid, mode = owner
+    staging = f'{target}.restore-{os.getpid()}'
+    copy_private(source, staging)
+    if os.geteuid() == 0:
+        os.chown(staging, uid, gid)
+    os.chmod(staging, mode)
+    os.replace(staging, target)
+
+
+def _diff_state(files: list, rows, expired_rows) -> dict:
+    return {'files': files, 'rows': rows, 'expired_rows': expired_rows}
+
+
+def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | None = None, backup: bool = True,
+           backup_dir: str | None = None, restore_from: str | None = None, check_mode: bool = False) -> dict:
+    """Bring the cache to ``state``; the result holds what was found, what was done, warnings and a diff."""
+    found = cache.inspect(cutoff, restored_at)
+    result = dict(found, removed_rows=0, removed_files=[], restored_files=[], backup_files=[], warnings=[])
+    before = _diff_state(found['files'], found['rows'], found['expired_rows'])
+    after = dict(before)
+    if state == 'pruned':
+        result.update(cache.prune(found, cutoff, backup, backup_dir, check_mode))
+        if found['rows'] is not None:
+            after.update(rows=found['rows'] - result['removed_rows'],
+                         expired_rows=found['expired_rows'] - result['removed_rows'])
+    elif state == 'absent':
+        result.update(cache.purge(backup, backup_dir, check_mode))
+        after = _diff_state([], None, None)
+    elif state == 'restored':
+        result.update(cache.restore(restore_from, backup, backup_dir, check_mode))
+        if result['restored_files']:
+            after = _diff_state(result['restored_files'], None, None)
+    result['changed'] = bool(result['removed_rows'] or result['removed_files'] or result['restored_files'])
+    result['diff'] = {'before': before, 'after': after}
+    return result

@@ -1,0 +1,342 @@
+"""The token cache logic against real SQLite files."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import threading
+import time
+
+import pytest
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import file_digest
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import (
+    TokenCache, TokenCacheError, manage)
+from harness.caches import WriteLockHolder, crash_after_write, expiring, make_cache, row_ids, set_mtime
+
+NOW = time.time()
+
+
+def snapshot(directory):
+    """Every file in a directory with its digest: equal snapshots mean nothing changed."""
+    return {name: file_digest(os.path.join(directory, name)) for name in sorted(os.listdir(directory))
+            if os.path.isfile(os.path.join(directory, name))}
+
+
+def without_shm(files):
+    """-shm is SQLite's shared-memory index of the WAL, rewritten by every reader; it holds no rows."""
+    return {name: digest for name, digest in files.items() if not name.endswith('-shm')}
+
+
+@pytest.fixture
+def cache_path(tmp_path):
+    return str(tmp_path / 'token_cache.db')
+
+
+def mixed_rows():
+    """Every expiry format the caches in the field use, expired and not."""
+    return [
+        ('epoch-old', NOW - 86400),
+        ('epoch-new', NOW + 86400),
+        ('epoch-int-old', int(NOW - 60)),
+        ('millis-old', int((NOW - 3600) * 1000)),
+        ('millis-new', int((NOW + 3600) * 1000)),
+        ('iso-z-old', '2024-07-10T12:00:00Z'),
+        ('iso-offset-new', '2999-07-10T14:00:00+02:00'),
+        ('iso-fraction-old', '2024-07-10T12:00:00.123456Z'),
+        ('text-epoch-old', str(int(NOW - 10))),
+        ('garbage', 'next tuesday'),
+        ('null', None),
+    ]
+
+
+def test_inspect_missing_file_reports_absent(cache_path):
+    info = TokenCache(cache_path).inspect(NOW)
+    assert info['exists'] is False
+    assert info['rows'] is None and info['integrity'] is None and info['files'] == []
+
+
+def test_inspect_counts_every_expiry_format_in_sql(cache_path):
+    make_cache(cache_path, mixed_rows())
+    info = TokenCache(cache_path).inspect(NOW)
+    assert info['integrity'] == 'ok'
+    assert info['rows'] == 11
+    assert info['malformed_rows'] == 2
+    assert info['expired_rows'] == 6
+    assert info['earliest_expiry'] == '2024-07-10T12:00:00Z'
+    assert info['latest_expiry'] == '2999-07-10T12:00:00Z'
+
+
+def test_inspect_changes_no_data_even_with_wal_sidecars(tmp_path, cache_path):
+    crash_after_write(cache_path, expiring(20))
+    before = snapshot(tmp_path)
+    info = TokenCache(cache_path).inspect(NOW)
+    assert info['rows'] == 20
+    assert info['files'] == [cache_path, cache_path + '-wal', cache_path + '-shm']
+    after = snapshot(tmp_path)
+    assert after.keys() == before.keys()
+    assert without_shm(after) == without_shm(before)
+
+
+def test_cache_older_than_restore_is_stale_with_reason(cache_path):
+    make_cache(cache_path, expiring(3))
+    set_mtime(cache_path, 1720612800)  # 2024-07-10T12:00:00Z
+    info = TokenCache(cache_path).inspect(NOW, restored_at=1721012400)
+    assert info['stale'] is True
+    assert '2024-07-10T12:00:00Z' in info['stale_reason'] and 'before the restore' in info['stale_reason']
+    assert info['mtime'] == '2024-07-10T12:00:00Z'
+
+
+def test_cache_written_after_restore_is_not_stale(cache_path):
+    make_cache(cache_path, expiring(3))
+    info = TokenCache(cache_path).inspect(NOW, restored_at=NOW - 600)
+    assert info['stale'] is False and info['stale_reason'] is None
+
+
+def test_recent_wal_write_makes_an_old_database_fresh(cache_path):
+    crash_after_write(cache_path, expiring(3))
+    set_mtime(cache_path, 1720612800)
+    info = TokenCache(cache_path).inspect(NOW, restored_at=1721012400)
+    assert info['stale'] is False
+
+
+def test_inspect_reports_a_file_that_is_not_sqlite(cache_path):
+    with open(cache_path, 'wb') as handle:
+        handle.write(b'this is not a database' * 100)
+    info = TokenCache(cache_path).inspect(NOW)
+    assert info['exists'] is True
+    assert info['integrity'] == 'file is not a database'
+    assert info['rows'] is None
+
+
+def test_directory_at_path_fails_with_the_fix(tmp_path):
+    with pytest.raises(TokenCacheError, match=r'is a directory, not a token cache file; set path to .*token_cache\.db'):
+        TokenCache(str(tmp_path)).inspect(NOW)
+
+
+def test_missing_table_names_the_tables_found(cache_path):
+    make_cache(cache_path, expiring(1))
+    with pytest.raises(TokenCacheError, match=r"table 'sessions' not found .*\(tables: tokens\); set table"):
+        TokenCache(cache_path, table='sessions').inspect(NOW)
+
+
+def test_missing_column_names_the_columns_found(cache_path):
+    make_cache(cache_path, expiring(1))
+    with pytest.raises(TokenCacheError, match=r"column 'expiry' not found .*session_id, access_token.*set expires_column"):
+        TokenCache(cache_path, expires_column='expiry').inspect(NOW)
+
+
+def test_prune_removes_only_expired_rows_after_a_private_backup(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    result = manage(TokenCache(cache_path), 'pruned', NOW)
+    assert result['changed'] is True
+    assert result['removed_rows'] == 6
+    assert row_ids(cache_path) == ['epoch-new', 'garbage', 'iso-offset-new', 'millis-new', 'null']
+    (backup,) = result['backup_files']
+    assert backup.startswith(str(tmp_path / 'token_cache.db.')) and backup.endswith('.bak')
+    assert stat.S_IMODE(os.stat(backup).st_mode) == 0o600
+    assert len(row_ids(backup)) == 11
+    assert result['diff'] == {'before': {'files': [cache_path], 'rows': 11, 'expired_rows': 6},
+                              'after': {'files': [cache_path], 'rows': 5, 'expired_rows': 0}}
+
+
+def test_prune_vacuums_the_file(cache_path):
+    make_cache(cache_path, expiring(5000) + expiring(10, start=5000, offset=3600))
+    size_before = os.path.getsize(cache_path)
+    manage(TokenCache(cache_path), 'pruned', NOW, backup=False)
+    assert os.path.getsize(cache_path) < size_before / 10
+
+
+def test_prune_check_mode_changes_nothing(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    before = snapshot(tmp_path)
+    result = manage(TokenCache(cache_path), 'pruned', NOW, check_mode=True)
+    assert result['changed'] is True and result['removed_rows'] == 6 and result['backup_files'] == []
+    assert snapshot(tmp_path) == before
+
+
+def test_prune_twice_changes_nothing_the_second_time(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    manage(TokenCache(cache_path), 'pruned', NOW)
+    before = snapshot(tmp_path)
+    result = manage(TokenCache(cache_path), 'pruned', NOW)
+    assert result['changed'] is False and result['backup_files'] == []
+    assert snapshot(tmp_path) == before
+
+
+def test_prune_keeps_rows_in_the_wal_in_its_backup(tmp_path, cache_path):
+    crash_after_write(cache_path, expiring(7) + expiring(3, start=7, offset=3600))
+    result = manage(TokenCache(cache_path), 'pruned', NOW)
+    assert result['removed_rows'] == 7
+    names = sorted(os.path.basename(name) for name in result['backup_files'])
+    assert [name.rsplit('.bak', 1)[1] for name in names] == ['', '-shm', '-wal']
+    restore_dir = tmp_path / 'check'
+    restore_dir.mkdir()
+    for name in result['backup_files']:
+        suffix = name.rsplit('.bak', 1)[1]
+        os.link(name, restore_dir / f'copy.db{suffix}')
+    assert len(row_ids(restore_dir / 'copy.db')) == 10
+
+
+def test_prune_on_a_corrupt_file_fails_and_leaves_it(tmp_path, cache_path):
+    with open(cache_path, 'wb') as handle:
+        handle.write(b'garbage' * 1000)
+    before = snapshot(tmp_path)
+    with pytest.raises(TokenCacheError, match='not a healthy SQLite database .*use state=absent'):
+        manage(TokenCache(cache_path), 'pruned', NOW)
+    assert snapshot(tmp_path) == before
+
+
+def test_prune_on_a_locked_database_fails_without_deleting_or_leaving_a_backup(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    holder = sqlite3.connect(cache_path, isolation_level=None)
+    holder.execute('BEGIN IMMEDIATE')
+    before = snapshot(tmp_path)
+    try:
+        with pytest.raises(TokenCacheError, match=r'is locked by another process .* for more than 0\.2s; retry'):
+            manage(TokenCache(cache_path, lock_timeout=0.2), 'pruned', NOW)
+    finally:
+        holder.execute('ROLLBACK')
+        holder.close()
+    assert snapshot(tmp_path) == before
+
+
+def test_prune_waits_for_a_short_lock(cache_path):
+    make_cache(cache_path, mixed_rows())
+    holder = sqlite3.connect(cache_path, isolation_level=None, check_same_thread=False)
+    holder.execute('BEGIN IMMEDIATE')
+    release = threading.Timer(0.3, lambda: holder.execute('ROLLBACK'))
+    release.start()
+    try:
+        result = manage(TokenCache(cache_path, lock_timeout=5), 'pruned', NOW)
+    finally:
+        release.join()
+        holder.close()
+    assert result['removed_rows'] == 6
+
+
+def test_absent_removes_database_and_sidecars_after_backing_them_up(tmp_path, cache_path):
+    crash_after_write(cache_path, expiring(12))
+    originals = without_shm(snapshot(tmp_path))
+    result = manage(TokenCache(cache_path), 'absent', NOW)
+    assert result['changed'] is True
+    assert sorted(result['removed_files']) == sorted(cache_path + suffix for suffix in ('', '-shm', '-wal'))
+    assert not any(os.path.exists(name) for name in result['removed_files'])
+    backups = {name.rsplit('.bak', 1)[1]: name for name in result['backup_files']}
+    for name, digest in originals.items():
+        suffix = name[len('token_cache.db'):]
+        assert file_digest(backups[suffix]) == digest
+        assert stat.S_IMODE(os.stat(backups[suffix]).st_mode) == 0o600
+    assert result['diff']['after'] == {'files': [], 'rows': None, 'expired_rows': None}
+
+
+def test_absent_on_a_missing_cache_is_unchanged(cache_path):
+    result = manage(TokenCache(cache_path), 'absent', NOW)
+    assert result['changed'] is False and result['removed_files'] == [] and result['backup_files'] == []
+
+
+def test_absent_check_mode_removes_nothing(tmp_path, cache_path):
+    crash_after_write(cache_path, expiring(3))
+    before = snapshot(tmp_path)
+    result = manage(TokenCache(cache_path), 'absent', NOW, check_mode=True)
+    assert result['changed'] is True and len(result['removed_files']) == 3
+    assert without_shm(snapshot(tmp_path)) == without_shm(before)
+
+
+def test_absent_purges_a_corrupt_cache_after_backing_it_up(tmp_path, cache_path):
+    with open(cache_path, 'wb') as handle:
+        handle.write(b'SQLite format 3\x00' + b'\xff' * 4000)
+    digest = file_digest(cache_path)
+    result = manage(TokenCache(cache_path), 'absent', NOW)
+    assert not os.path.exists(cache_path)
+    assert file_digest(result['backup_files'][0]) == digest
+
+
+@pytest.mark.parametrize('wal', [False, True], ids=['rollback-journal', 'wal'])
+def test_absent_refuses_a_database_in_the_middle_of_a_write(tmp_path, cache_path, wal):
+    make_cache(cache_path, expiring(3), wal=wal)
+    with WriteLockHolder(cache_path):
+        before = without_shm(snapshot(tmp_path))
+        with pytest.raises(TokenCacheError, match='is locked by another process'):
+            manage(TokenCache(cache_path, lock_timeout=0.2), 'absent', NOW)
+        assert without_shm(snapshot(tmp_path)) == before
+    assert row_ids(cache_path) == ['0x000000', '0x000001', '0x000002']
+
+
+def test_absent_waits_for_a_write_to_finish(cache_path):
+    make_cache(cache_path, expiring(3))
+    with WriteLockHolder(cache_path) as holder:
+        threading.Timer(0.3, holder.release).start()
+        result = manage(TokenCache(cache_path, lock_timeout=5), 'absent', NOW)
+    assert result['removed_files'] == [cache_path]
+
+
+def test_unwritable_backup_dir_fails_before_anything_is_deleted(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    blocker = tmp_path / 'not-a-dir'
+    blocker.write_text('x')
+    before = snapshot(tmp_path)
+    for state in ('pruned', 'absent'):
+        with pytest.raises(TokenCacheError, match=r'backup_dir .*not-a-dir is not a directory; create it, fix'):
+            manage(TokenCache(cache_path), state, NOW, backup_dir=str(blocker))
+        assert snapshot(tmp_path) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root writes through permission bits')
+def test_read_only_backup_dir_fails_before_anything_is_deleted(tmp_path, cache_path):
+    make_cache(cache_path, mixed_rows())
+    read_only = tmp_path / 'ro'
+    read_only.mkdir(mode=0o500)
+    with pytest.raises(TokenCacheError, match='is not writable'):
+        manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(read_only))
+    assert os.path.exists(cache_path)
+
+
+def test_backup_dir_is_created_private(tmp_path, cache_path):
+    make_cache(cache_path, expiring(2))
+    target = tmp_path / 'backups' / 'run-1'
+    result = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(target))
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o700
+    assert os.path.dirname(result['backup_files'][0]) == str(target)
+
+
+def test_backup_false_writes_no_backup(tmp_path, cache_path):
+    make_cache(cache_path, expiring(2))
+    result = manage(TokenCache(cache_path), 'absent', NOW, backup=False)
+    assert result['backup_files'] == [] and os.listdir(tmp_path) == []
+
+
+def test_restore_puts_back_exactly_what_absent_removed(tmp_path, cache_path):
+    crash_after_write(cache_path, expiring(9))
+    originals = snapshot(tmp_path)
+    purge = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(tmp_path / 'bk'))
+    main_backup = [name for name in purge['backup_files'] if name.endswith('.bak')][0]
+    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=main_backup)
+    assert result['changed'] is True
+    assert without_shm(snapshot(tmp_path)) == without_shm(originals)
+    assert os.path.exists(cache_path + '-shm')
+    again = manage(TokenCache(cache_path), 'restored', NOW, restore_from=main_backup)
+    assert again['changed'] is False
+
+
+def test_restore_backs_up_the_current_cache_first(tmp_path, cache_path):
+    make_cache(cache_path, expiring(4))
+    old = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(tmp_path / 'bk'))['backup_files'][0]
+    make_cache(cache_path, expiring(2, prefix='new-'))
+    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, backup_dir=str(tmp_path / 'bk2'))
+    assert len(row_ids(cache_path)) == 4
+    assert row_ids(result['backup_files'][0]) == ['new-000000', 'new-000001']
+
+
+def test_restore_check_mode_changes_nothing(tmp_path, cache_path):
+    make_cache(cache_path, expiring(4))
+    old = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(tmp_path / 'bk'))['backup_files'][0]
+    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, check_mode=True)
+    assert result['changed'] is True and result['restored_files'] == [cache_path]
+    assert not os.path.exists(cache_path)
+
+
+def test_restore_from_a_file_that_is_not_a_backup_fails(tmp_path, cache_path):
+    with pytest.raises(TokenCacheError, match=r'restore_from .* is not a backup file; give the main'):
+        manage(TokenCache(cache_path), 'restored', NOW, restore_from=str(tmp_path / 'nothing.bak'))
