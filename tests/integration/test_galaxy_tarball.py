@@ -43,8 +43,8 @@ def test_tarball_ships_the_collection_and_not_the_test_lab(installed):
     assert 'plugins/modules/vllm_token_cache.py' in names
     assert 'plugins/module_utils/_token_cache.py' in names
     assert 'MANIFEST.json' in names and 'meta/runtime.yml' in names
-    leaked = [name for name in names if name.startswith(('tests/lab', 'tests/bench', 'tests/harness', '.venv',
-                                                          'build', 'reports', 'tools', '.git'))]
+    private = ('tests/lab', 'tests/bench', 'tests/harness', '.venv', 'build', 'reports', 'tools', '.git')
+    leaked = [name for name in names if name.startswith(private)]
     assert leaked == []
 
 
