@@ -85,7 +85,7 @@ class _Process:
             try:
                 if self._ready():
                     return True
-            except (OSError, ValueError):
+            except Exception:  # pylint: disable=broad-except  # not up yet, whatever the client says
                 pass
             time.sleep(0.05)
         return False
@@ -126,38 +126,67 @@ class _Process:
 
 
 class RedisServer(_Process):
-    """redis-server on a free loopback port; ``config`` lines are added to its config file."""
+    """redis-server on a free loopback port; ``config`` lines are added to its config file.
+
+    ``tls`` (a TlsFiles) serves TLS only; ``admin`` (user, password) is the account the
+    harness itself uses, for servers whose default user is switched off by an ACL.
+    """
 
     name = 'redis'
+    binary = 'redis-server'
 
-    def __init__(self, workdir: str | None = None, config: list | None = None, password: str | None = None):
+    def __init__(self, workdir: str | None = None, config: list | None = None, password: str | None = None,
+                 tls=None, admin=None):
         super().__init__(workdir)
         self.port = None
         self.password = password
+        self.tls = tls
+        self.admin = admin
         self.extra_config = list(config or [])
 
     def _choose_ports(self) -> None:
         self.port = free_port()
 
-    def _command(self) -> list:
-        conf = os.path.join(self.dir, 'redis.conf')
+    def _config_lines(self) -> list:
         lines = [
-            f'port {self.port}', f'bind {LOOPBACK}', f'dir {self.dir}', 'dbfilename dump.rdb',
+            f'bind {LOOPBACK}', f'dir {self.dir}', 'dbfilename dump.rdb',
             'save ""', 'appendonly no', 'daemonize no', 'protected-mode yes', f'logfile {self.log_path}',
         ]
+        if self.tls:
+            lines += ['port 0', f'tls-port {self.port}', f'tls-cert-file {self.tls.server_cert}',
+                      f'tls-key-file {self.tls.server_key}', f'tls-ca-cert-file {self.tls.ca_cert}',
+                      'tls-auth-clients optional']
+        else:
+            lines.append(f'port {self.port}')
         if self.password:
             lines.append(f'requirepass {self.password}')
+        if self.admin:
+            lines.append(f'user {self.admin[0]} on >{self.admin[1]} ~* &* +@all')
+        return lines + self.extra_config
+
+    def _command(self) -> list:
+        conf = os.path.join(self.dir, f'{self.name}.conf')
         with open(conf, 'w', encoding='utf-8') as handle:
-            handle.write('\n'.join(lines + self.extra_config) + '\n')
-        return [require_binary('redis-server'), conf]
+            handle.write('\n'.join(self._config_lines()) + '\n')
+        return [require_binary(self.binary), conf]
 
     def _ready(self) -> bool:
         return self.client().ping()
 
+    def client_kwargs(self) -> dict:
+        """How a client reaches this server as its administrator."""
+        kwargs = {'password': self.password}
+        if self.admin:
+            kwargs.update(username=self.admin[0], password=self.admin[1])
+        if self.tls:
+            kwargs.update(ssl=True, ssl_ca_certs=self.tls.ca_cert, ssl_cert_reqs='required')
+        return kwargs
+
     def client(self, **kwargs):
         import redis  # pylint: disable=import-outside-toplevel
 
-        kwargs.setdefault('password', self.password)
+        for name, value in self.client_kwargs().items():
+            kwargs.setdefault(name, value)
         return redis.Redis(host=LOOPBACK, port=self.port, socket_timeout=5, **kwargs)
 
     @property
@@ -195,3 +224,125 @@ class EtcdServer(_Process):
     def _ready(self) -> bool:
         with urllib.request.urlopen(f'{self.url}/health', timeout=1) as response:  # nosec: loopback only
             return json.load(response).get('health') == 'true'
+
+
+class TlsFiles:
+    """A private CA with a server certificate for 127.0.0.1/localhost and a client certificate (openssl CLI)."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self.ca_cert, self.ca_key = self._path('ca.pem'), self._path('ca.key')
+        self.server_cert, self.server_key = self._path('server.pem'), self._path('server.key')
+        self.client_cert, self.client_key = self._path('client.pem'), self._path('client.key')
+        self._make()
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def _openssl(self, *args) -> None:
+        subprocess.run([require_binary('openssl')] + list(args), check=True, capture_output=True, cwd=self.dir)
+
+    def _make(self) -> None:
+        self._openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=vllm-dr test CA',
+                      '-keyout', self.ca_key, '-out', self.ca_cert)
+        for name, cert, key, extension in (
+                ('server', self.server_cert, self.server_key, 'subjectAltName=IP:127.0.0.1,DNS:localhost'),
+                ('client', self.client_cert, self.client_key, 'extendedKeyUsage=clientAuth')):
+            csr = self._path(f'{name}.csr')
+            self._openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', f'/CN={name}', '-keyout', key, '-out', csr)
+            ext = self._path(f'{name}.ext')
+            with open(ext, 'w', encoding='utf-8') as handle:
+                handle.write(extension + '\n')
+            self._openssl('x509', '-req', '-in', csr, '-CA', self.ca_cert, '-CAkey', self.ca_key, '-CAcreateserial',
+                          '-days', '2', '-extfile', ext, '-out', cert)
+
+
+class SentinelServer(RedisServer):
+    """redis-sentinel monitoring ``master`` as ``service``, with quorum 1 and fast failure detection."""
+
+    name = 'sentinel'
+    binary = 'redis-sentinel'
+
+    def __init__(self, master: RedisServer, service: str = 'mymaster', workdir: str | None = None):
+        super().__init__(workdir)
+        self.master = master
+        self.service = service
+
+    def _config_lines(self) -> list:
+        return [
+            f'port {self.port}', f'bind {LOOPBACK}', f'dir {self.dir}', f'logfile {self.log_path}',
+            f'sentinel monitor {self.service} {LOOPBACK} {self.master.port} 1',
+            f'sentinel down-after-milliseconds {self.service} 2000',
+            f'sentinel failover-timeout {self.service} 10000',
+        ]
+
+    def master_address(self):
+        host, port = self.client().sentinel_get_master_addr_by_name(self.service)
+        return host.decode() if isinstance(host, bytes) else host, int(port)
+
+    def failover(self, timeout: float = 30.0):
+        """Force a failover to a replica; returns the new primary's port once it serves as primary."""
+        old = self.master_address()
+        deadline = time.monotonic() + timeout
+        while not self._has_ready_replica():
+            if time.monotonic() > deadline:
+                raise ServerError(f'sentinel sees no ready replica; its log: {self.log_tail()}')
+            time.sleep(0.2)
+        self.client().execute_command('SENTINEL', 'FAILOVER', self.service)
+        while time.monotonic() < deadline:
+            new = self.master_address()
+            if new != old:
+                import redis  # pylint: disable=import-outside-toplevel
+                from redis.sentinel import Sentinel  # pylint: disable=import-outside-toplevel
+                role = redis.Redis(host=new[0], port=new[1], socket_timeout=2).role()[0]
+                settled = Sentinel([(LOOPBACK, self.port)]).discover_master(self.service) == new
+                if role in (b'master', 'master') and settled:
+                    return new[1]
+            time.sleep(0.2)
+        raise ServerError(f'failover did not finish; sentinel log: {self.log_tail()}')
+
+    def _has_ready_replica(self) -> bool:
+        replicas = self.client().sentinel_slaves(self.service)
+        return any(replica.get('is_slave') and not replica.get('is_sdown') and replica.get('master-link-status') == 'ok'
+                   for replica in replicas)
+
+
+class RedisClusterSet:
+    """A Redis Cluster of ``size`` primaries (no replicas), created with redis-cli --cluster create."""
+
+    def __init__(self, size: int = 3, workdir: str | None = None):
+        self.dir = workdir or tempfile.mkdtemp(prefix='vllm-dr-cluster-')
+        self._own_dir = workdir is None
+        self.nodes = [RedisServer(workdir=os.path.join(self.dir, f'node{i}'), config=[
+            'cluster-enabled yes', 'cluster-config-file nodes.conf', 'cluster-node-timeout 5000',
+            'cluster-require-full-coverage yes']) for i in range(size)]
+
+    def start(self):
+        for node in self.nodes:
+            node.start()
+        addresses = [f'{LOOPBACK}:{node.port}' for node in self.nodes]
+        subprocess.run([require_binary('redis-cli'), '--cluster', 'create'] + addresses +
+                       ['--cluster-replicas', '0', '--cluster-yes'], check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if all(node.client().cluster('info').get('cluster_state') == 'ok' for node in self.nodes):
+                return self
+            time.sleep(0.1)
+        raise ServerError('the cluster did not reach cluster_state:ok')
+
+    def client(self):
+        from redis.cluster import RedisCluster  # pylint: disable=import-outside-toplevel
+        return RedisCluster(host=LOOPBACK, port=self.nodes[0].port, socket_timeout=5)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()

@@ -7,18 +7,13 @@ import os
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_token_cache
 from harness.caches import expiring, make_cache, set_mtime
+from harness.modules import run_module as harness_run_module
 
 
 def run_module(capsys, args, check_mode=False, diff=False):
-    args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        vllm_token_cache.main()
-    result = json.loads(capsys.readouterr().out)
-    result['_rc'] = exit_info.value.code
-    return result
+    return harness_run_module(vllm_token_cache, args, capsys, check_mode=check_mode, diff=diff)
 
 
 @pytest.fixture

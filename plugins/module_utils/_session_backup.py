@@ -1,0 +1,214 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Session backups: JSON Lines, mode 0600, every line durable before the delete it covers.
+
+Line kinds:
+  {"vllm_dr_backup": 1, "backend": ..., "created": ...}      a header, once per run
+  {"key": ..., "type": "hash", "fields": {...}, ...}         an entry about to be deleted
+  {"not_deleted": [key, ...]}                                entries above that a refresh kept
+
+Keys and values are stored as text when they are UTF-8, else as {"b64": ...}: the
+backup is readable with grep and still holds the exact bytes.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+
+from ._files import BackupError, fsync_directory, PRIVATE_MODE
+from ._timestamps import iso_utc
+
+FORMAT_VERSION = 1
+
+
+class Entry:
+    """One session as read from a store.
+
+    ``kind`` is the Redis type (``hash``, ``string``, ...) or ``json`` for etcd values;
+    ``fields`` holds a hash's fields, ``value`` a string's or etcd value's bytes;
+    ``pexpireat`` the absolute Redis expiry in ms (None: no TTL); ``version`` etcd's
+    mod_revision; ``lease`` etcd's lease id (0: none).
+    """
+
+    __slots__ = ('key', 'kind', 'fields', 'value', 'pexpireat', 'version', 'lease')
+
+    def __init__(self, key, kind, fields=None, value=None, pexpireat=None, version=None, lease=0):
+        self.key = key
+        self.kind = kind
+        self.fields = fields
+        self.value = value
+        self.pexpireat = pexpireat
+        self.version = version
+        self.lease = lease
+
+    def to_record(self) -> dict:
+        record = {'key': _encode(self.key), 'type': self.kind}
+        if self.fields is not None:
+            record['fields'] = {_encode_key(name): _encode(value) for name, value in self.fields.items()}
+        if self.value is not None:
+            record['value'] = _encode(self.value)
+        if self.pexpireat is not None:
+            record['pexpireat'] = self.pexpireat
+        if self.version is not None:
+            record['mod_revision'] = self.version
+        if self.lease:
+            record['lease'] = self.lease
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict) -> Entry:
+        fields = record.get('fields')
+        return cls(
+            key=_decode(record['key']),
+            kind=record['type'],
+            fields=None if fields is None else {_decode_key(name): _decode(value) for name, value in fields.items()},
+            value=None if record.get('value') is None else _decode(record['value']),
+            pexpireat=record.get('pexpireat'),
+            version=record.get('mod_revision'),
+            lease=record.get('lease', 0),
+        )
+
+
+def _encode(data: bytes):
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError:
+        return {'b64': base64.b64encode(data).decode('ascii')}
+
+
+def _decode(data) -> bytes:
+    if isinstance(data, dict):
+        return base64.b64decode(data['b64'])
+    return data.encode('utf-8')
+
+
+def _encode_key(name: bytes) -> str:
+    """Hash field names must be JSON object keys: text, or b64: prefixed when not UTF-8."""
+    try:
+        text = name.decode('utf-8')
+    except UnicodeDecodeError:
+        return 'b64:' + base64.b64encode(name).decode('ascii')
+    return 'b64:' + base64.b64encode(name).decode('ascii') if text.startswith('b64:') else text
+
+
+def _decode_key(name: str) -> bytes:
+    if name.startswith('b64:'):
+        return base64.b64decode(name[4:])
+    return name.encode('utf-8')
+
+
+class BackupWriter:
+    """Appends to a backup file; each write is fsynced before it returns. Thread-safe."""
+
+    def __init__(self, path: str, header: dict):
+        self.path = path
+        self._lock = threading.Lock()
+        self._handle = None
+        self._header = header
+        self.entries_written = 0
+
+    def _open(self):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, 'O_NOFOLLOW', 0)
+        try:
+            fd = os.open(self.path, flags, PRIVATE_MODE)
+        except OSError as exc:
+            raise BackupError(f'backup_path {self.path} cannot be opened for writing ({exc.strerror}); '
+                              'choose a writable location for backup_path') from None
+        os.fchmod(fd, PRIVATE_MODE)
+        self._handle = os.fdopen(fd, 'ab')
+        self._write_lines([dict(self._header, vllm_dr_backup=FORMAT_VERSION)])
+        fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+
+    def _write_lines(self, records) -> None:
+        payload = b''.join(json.dumps(record, separators=(',', ':')).encode('utf-8') + b'\n' for record in records)
+        try:
+            self._handle.write(payload)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as exc:
+            raise BackupError(f'writing backup_path {self.path} failed ({exc.strerror}); nothing more was deleted: '
+                              'free space, then re-run') from None
+
+    def write_entries(self, entries) -> None:
+        """Durably record entries that are about to be deleted."""
+        with self._lock:
+            if self._handle is None:
+                self._open()
+            self._write_lines(entry.to_record() for entry in entries)
+            self.entries_written += len(entries)
+
+    def write_not_deleted(self, keys) -> None:
+        """Record that entries written above were kept (refreshed during the sweep)."""
+        if not keys:
+            return
+        with self._lock:
+            self._write_lines([{'not_deleted': [_encode(key) for key in keys]}])
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def check_writable(path: str) -> None:
+    """Fail before anything is deleted when the backup cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise BackupError(f'backup_path {path} is a directory; give a file name, e.g. {os.path.join(path, "sessions.jsonl")}')
+    if not os.path.isdir(directory):
+        raise BackupError(f'backup_path {path}: directory {directory} does not exist; create it or choose another backup_path')
+    if not os.access(directory, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise BackupError(f'backup_path {path} is not writable; fix its permissions or choose another backup_path')
+
+
+def read_backup(path: str, backend: str):
+    """The entries a backup file says were deleted (kept ones left out), in file order."""
+    try:
+        handle = open(path, 'rb')
+    except OSError as exc:
+        raise BackupError(f'backup_path {path} cannot be read ({exc.strerror}); give the file a sweep wrote') from None
+    entries = {}
+    seen_header = False
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if 'vllm_dr_backup' in record:
+                    _check_header(record, path, backend)
+                    seen_header = True
+                elif 'not_deleted' in record:
+                    for key in record['not_deleted']:
+                        entries.pop(_decode(key), None)
+                else:
+                    entry = Entry.from_record(record)
+                    entries[entry.key] = entry
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BackupError(f'backup_path {path} line {number} is not a session backup line ({exc}); '
+                                  'give the file a sweep wrote, unedited') from None
+    if not seen_header:
+        raise BackupError(f'backup_path {path} has no vllm_dr backup header; give the file a sweep wrote')
+    return list(entries.values())
+
+
+def _check_header(record: dict, path: str, backend: str) -> None:
+    if record.get('vllm_dr_backup') != FORMAT_VERSION:
+        raise BackupError(f'backup_path {path} has format {record.get("vllm_dr_backup")!r}, this module reads {FORMAT_VERSION}; '
+                          'restore it with the collection version that wrote it')
+    family = 'etcd' if backend == 'etcd' else 'redis'
+    written = 'etcd' if record.get('backend') == 'etcd' else 'redis'
+    if family != written:
+        raise BackupError(f'backup_path {path} holds {written} sessions but backend is {backend}; '
+                          f'restore it into a {written} store')
+
+
+def header(backend: str, location: str, now: float) -> dict:
+    return {'backend': backend, 'store': location, 'created': iso_utc(now)}

@@ -1,0 +1,279 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Report, sweep and restore vLLM sessions in any store.
+
+The order of every batch is: read, judge, write the backup lines and fsync them,
+then delete conditionally on the server. If the store dies mid-sweep, the backup
+holds exactly what was deleted so far and a re-run finishes the job.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+import time
+
+from ._files import BackupError
+from ._session_backup import BackupWriter, check_writable, header, read_backup
+from ._session_errors import StoreError
+from ._timestamps import TimestampError, iso_utc, parse_timestamp
+
+SAMPLE_SIZE = 10
+REFRESH_TOKEN_FIELD = b'refresh_token'
+
+KEEP, MATCH, MALFORMED, WRONG_TYPE = 'keep', 'match', 'malformed', 'wrong_type'
+
+
+class SweepError(Exception):
+    """The sweep stopped; the message is one line and says what was deleted and what to do."""
+
+
+class SweepOptions:
+    def __init__(self, state='reported', select='expired', cutoff=None, malformed='keep', expires_field='expires_at',
+                 batch_size=1000, max_rate=0, max_delete=None, backup_path=None, backup=True, check_mode=False,
+                 introspector=None):
+        self.state = state
+        self.select = select
+        self.cutoff = time.time() if cutoff is None else cutoff
+        self.malformed = malformed
+        self.expires_field = expires_field.encode('utf-8')
+        self.batch_size = batch_size
+        self.max_rate = max_rate
+        self.max_delete = max_delete
+        self.backup_path = backup_path
+        self.backup = backup
+        self.check_mode = check_mode
+        self.introspector = introspector
+
+    @property
+    def deleting(self) -> bool:
+        return self.state == 'swept' and not self.check_mode
+
+    @property
+    def guard_fields(self):
+        """Fields compared at delete time: a refresh always rewrites both."""
+        return [self.expires_field, REFRESH_TOKEN_FIELD]
+
+
+class Stats:
+    """Counters shared by the partition workers."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.scanned = self.matched = self.deleted = self.malformed = self.wrong_type = 0
+        self.changed_during_sweep = 0
+        self.earliest = self.latest = None
+        self.sample_ids = []
+
+    def add_expiry(self, expiry: float) -> None:
+        if self.earliest is None or expiry < self.earliest:
+            self.earliest = expiry
+        if self.latest is None or expiry > self.latest:
+            self.latest = expiry
+
+
+class RateLimiter:
+    """At most ``rate`` entries per second across all workers (0: unlimited)."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.start = time.monotonic()
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def consume(self, count: int) -> None:
+        if not self.rate:
+            return
+        with self.lock:
+            self.count += count
+            due = self.start + self.count / self.rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def session_fields(entry):
+    """The session's fields (Redis hash, or an etcd JSON object), or None when it is not a session object."""
+    if entry.kind == 'hash':
+        return entry.fields
+    if entry.kind == 'json':
+        try:
+            document = json.loads(entry.value)
+        except ValueError:
+            return None
+        if not isinstance(document, dict):
+            return None
+        return {str(name).encode('utf-8'): _json_scalar_bytes(value) for name, value in document.items()}
+    return None
+
+
+def _json_scalar_bytes(value) -> bytes:
+    return value.encode('utf-8') if isinstance(value, str) else json.dumps(value).encode('utf-8')
+
+
+def deletable_wrong_type(entry) -> bool:
+    """Wrong-type entries a sweep may remove: ones whose exact bytes the backup can hold."""
+    return entry.kind in ('string', 'json')
+
+
+def judge(entry, fields, options: SweepOptions):
+    """(verdict, expiry) for one entry."""
+    if fields is None:
+        return WRONG_TYPE, None
+    raw = fields.get(options.expires_field)
+    if raw is None:
+        return MALFORMED, None
+    try:
+        expiry = parse_timestamp(raw)
+    except TimestampError:
+        return MALFORMED, None
+    if options.select == 'all':
+        return MATCH, expiry
+    if options.select == 'expired':
+        return (MATCH if expiry < options.cutoff else KEEP), expiry
+    token = fields.get(REFRESH_TOKEN_FIELD)
+    if not token:
+        return MALFORMED, expiry
+    return (KEEP if options.introspector.active(token) else MATCH), expiry
+
+
+def _to_remove(verdict: str, entry, options: SweepOptions) -> bool:
+    if verdict == MATCH:
+        return True
+    if options.malformed != 'sweep':
+        return False
+    return verdict == MALFORMED or (verdict == WRONG_TYPE and deletable_wrong_type(entry))
+
+
+class Sweeper:
+    def __init__(self, store, options: SweepOptions):
+        self.store = store
+        self.options = options
+        self.stats = Stats()
+        self.limiter = RateLimiter(options.max_rate)
+        self.writer = None
+        self.allowance = None
+
+    def _judge_batch(self, entries, stats: Stats):
+        victims = []
+        for entry in entries:
+            verdict, expiry = judge(entry, session_fields(entry), self.options)
+            with stats.lock:
+                stats.scanned += 1
+                if expiry is not None:
+                    stats.add_expiry(expiry)
+                if verdict == MALFORMED:
+                    stats.malformed += 1
+                elif verdict == WRONG_TYPE:
+                    stats.wrong_type += 1
+                remove = _to_remove(verdict, entry, self.options)
+                if remove:
+                    stats.matched += 1
+                    if len(stats.sample_ids) < SAMPLE_SIZE:
+                        stats.sample_ids.append(self.store.session_id(entry.key))
+            if remove:
+                victims.append(entry)
+        return victims
+
+    def _take_allowance(self, victims):
+        """Never delete more than max_delete, even if sessions expired between the count and the sweep."""
+        if self.allowance is None:
+            return victims
+        with self.stats.lock:
+            granted = victims[:max(0, self.allowance)]
+            self.allowance -= len(granted)
+        return granted
+
+    def _sweep_partition(self, partition, stats: Stats, delete: bool) -> None:
+        for entries in partition.scan_batches(self.options.batch_size):
+            victims = self._judge_batch(entries, stats)
+            self.limiter.consume(len(entries))
+            if not delete or not victims:
+                continue
+            victims = self._take_allowance(victims)
+            if self.writer is not None:
+                self.writer.write_entries(victims)
+            outcome = partition.delete_unchanged(victims, self.options.guard_fields)
+            kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
+            if self.writer is not None:
+                self.writer.write_not_deleted(kept)
+            with stats.lock:
+                stats.deleted += len(victims) - len(kept)
+                stats.changed_during_sweep += len(kept)
+
+    def _run_partitions(self, stats: Stats, delete: bool) -> None:
+        partitions = self.store.partitions()
+        if len(partitions) == 1:
+            self._sweep_partition(partitions[0], stats, delete)
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(partitions)) as pool:
+            futures = [pool.submit(self._sweep_partition, partition, stats, delete) for partition in partitions]
+            for future in futures:
+                future.result()
+
+    def _check_max_delete(self) -> None:
+        """A read-only pass: refuse before anything is deleted when too much would go."""
+        counting = Stats()
+        self._run_partitions(counting, delete=False)
+        if counting.matched > self.options.max_delete:
+            raise SweepError(
+                f'{counting.matched} sessions would be removed, more than max_delete={self.options.max_delete}; '
+                'nothing was deleted: raise max_delete, or narrow select/cutoff')
+        self.allowance = self.options.max_delete
+
+    def sweep(self) -> Stats:
+        options = self.options
+        if options.state == 'swept' and options.max_delete is not None:
+            self._check_max_delete()
+        if options.deleting and options.backup:
+            check_writable(options.backup_path)
+            self.writer = BackupWriter(options.backup_path, header(self.store.backend, self.store.location, time.time()))
+        try:
+            self._run_partitions(self.stats, delete=options.deleting)
+        except (StoreError, BackupError) as exc:
+            raise SweepError(self._interrupted(exc)) from None
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+        return self.stats
+
+    def _interrupted(self, exc: Exception) -> str:
+        if not self.stats.deleted:
+            return f'{exc}; nothing was deleted'
+        where = f'the backup {self.options.backup_path} holds every one of them' if self.writer else 'no backup was kept'
+        return f'{exc}; {self.stats.deleted} sessions were deleted before it stopped ({where}); re-run to finish'
+
+
+def restore(store, backup_path: str, check_mode: bool) -> dict:
+    """Put back every session of a backup that does not exist again; never overwrite a live session."""
+    entries = read_backup(backup_path, store.backend)
+    counts = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'in_backup': len(entries)}
+    for partition, group in store.restore_partition_for(entries):
+        for start in range(0, len(group), 1000):
+            chunk = group[start:start + 1000]
+            outcomes = partition.would_restore(chunk) if check_mode else partition.restore(chunk)
+            for outcome in outcomes:
+                key = {1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]
+                counts[key] += 1
+    return counts
+
+
+def report(stats: Stats, options: SweepOptions, started: float) -> dict:
+    return {
+        'scanned': stats.scanned,
+        'matched': stats.matched,
+        'deleted': stats.deleted,
+        'malformed': stats.malformed,
+        'wrong_type': stats.wrong_type,
+        'changed_during_sweep': stats.changed_during_sweep,
+        'earliest_expiry': iso_utc(stats.earliest),
+        'latest_expiry': iso_utc(stats.latest),
+        'sample_ids': stats.sample_ids,
+        'cutoff': iso_utc(options.cutoff),
+        'duration_s': round(time.monotonic() - started, 3),
+    }

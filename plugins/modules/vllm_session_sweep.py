@@ -1,0 +1,376 @@
+#!/usr/bin/python
+
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_session_sweep
+short_description: Report, sweep and restore vLLM sessions in Redis or etcd
+version_added: 0.1.0
+description:
+  - After a restore from a snapshot, the vLLM session store holds sessions whose refresh tokens the identity
+    provider has rotated since, or that expired while the snapshot sat on disk. This module reports them,
+    removes them (the incident's C(refresh_on_startup) sweep, or a forced regeneration of every session), and
+    puts them back from its backup.
+  - Safe on a live production store. Every removed session is written to O(backup_path) (JSON Lines, mode
+    C(0600), all fields as exact bytes) and fsynced before it is deleted. Each delete is conditional and
+    atomic on the server (Redis, a script that compares the expiry and refresh token; etcd, a transaction on
+    C(mod_revision)), so a session refreshed while the sweep runs survives and is counted in
+    RV(changed_during_sweep).
+  - Works in batches (O(batch_size)), can be throttled (O(max_rate)) and guarded (O(max_delete)); memory
+    use does not grow with the store.
+author:
+  - inferops SRE (@inferops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - inferops.vllm_dr.session_store
+attributes:
+  check_mode:
+    support: full
+    details: Counts exactly what would be removed or restored; deletes and writes nothing.
+  diff_mode:
+    support: full
+    details: Session counts before and after.
+  platform:
+    platforms: posix
+options:
+  state:
+    description:
+      - V(reported) reads and counts, changing nothing.
+      - V(swept) removes the sessions chosen by O(select) (and O(malformed)).
+      - V(restored) puts back the sessions of the backup O(backup_path) that do not exist again. A live
+        session is never overwritten, and a session whose Redis TTL ran out meanwhile is not restored.
+    type: str
+    choices: [reported, swept, restored]
+    default: reported
+  select:
+    description:
+      - V(expired) chooses sessions whose expiry is before O(cutoff) (the incident's C(refresh_on_startup)).
+      - V(all) chooses every well-formed session, forcing every client to sign in again.
+      - V(revoked) asks the identity provider's RFC 7662 endpoint O(introspection_url) about each session's
+        refresh token and chooses only those no longer active, so users whose tokens were not rotated keep
+        their sessions. It makes one request per session.
+    type: str
+    choices: [expired, all, revoked]
+    default: expired
+  cutoff:
+    description:
+      - With O(select=expired), the moment before which a session counts as expired; ISO 8601 or epoch seconds.
+      - Defaults to now.
+    type: str
+  expires_field:
+    description:
+      - The field holding each session's expiry, as ISO 8601 (C(Z), an offset, fractional seconds) or epoch
+        seconds or milliseconds.
+    type: str
+    default: expires_at
+  malformed:
+    description:
+      - What to do with entries under the pattern that are not judgeable sessions, a missing or unreadable
+        expiry (RV(malformed)), or a key of the wrong type (RV(wrong_type)).
+      - V(keep) counts them and leaves them alone. V(sweep) removes them too (with a backup). Redis keys that
+        are neither a hash nor a string are never removed.
+    type: str
+    choices: [keep, sweep]
+    default: keep
+  backup:
+    description:
+      - Write every removed session to O(backup_path) before deleting it.
+      - Must be set to V(false) explicitly to sweep without a backup.
+    type: bool
+    default: true
+  backup_path:
+    description:
+      - The backup file (JSON Lines, mode C(0600)). Required for O(state=swept) unless O(backup=false), and the
+        file read by O(state=restored).
+      - An existing backup is appended to, so re-running an interrupted sweep keeps everything in one file.
+    type: path
+  batch_size:
+    description:
+      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page).
+    type: int
+    default: 1000
+  max_rate:
+    description:
+      - At most this many entries per second are read, across all cluster primaries. V(0) is unlimited.
+    type: float
+    default: 0
+  max_delete:
+    description:
+      - Refuse, before deleting anything, when more sessions than this would be removed. The count is a full
+        read-only pass, and the sweep itself never deletes more than this.
+    type: int
+  introspection_url:
+    description:
+      - With O(select=revoked), the identity provider's RFC 7662 token introspection endpoint.
+    type: str
+  introspection_client_id:
+    description:
+      - Client allowed to introspect tokens (client_secret_basic authentication).
+    type: str
+  introspection_client_secret:
+    description:
+      - Secret of O(introspection_client_id).
+    type: str
+  introspection_validate_certs:
+    description:
+      - Verify the introspection endpoint's certificate.
+    type: bool
+    default: true
+  introspection_ca_path:
+    description:
+      - CA bundle for the introspection endpoint.
+    type: path
+notes:
+  - Session ids may appear in results (RV(sample_ids)); token values never do.
+  - Redis Cluster primaries are swept in parallel; keys are grouped by hash slot for the server-side scripts.
+  - An etcd session's lease is not restored; the session is put back without one.
+seealso:
+  - module: inferops.vllm_dr.vllm_token_cache
+"""
+
+EXAMPLES = r"""
+- name: What would the incident's refresh_on_startup sweep remove?
+  inferops.vllm_dr.vllm_session_sweep:
+    login_host: redis-service
+  register: sessions
+
+- name: Sweep expired sessions, keeping a backup, at most 5000 per second
+  inferops.vllm_dr.vllm_session_sweep:
+    login_host: redis-service
+    state: swept
+    backup_path: /var/backups/vllm_dr/run-42/sessions.jsonl
+    max_rate: 5000
+    max_delete: 200000
+
+- name: Remove only sessions whose refresh token the identity provider revoked
+  inferops.vllm_dr.vllm_session_sweep:
+    backend: redis_sentinel
+    sentinel_hosts: [10.0.0.5:26379, 10.0.0.6:26379]
+    login_password: "{{ redis_password }}"
+    state: swept
+    select: revoked
+    introspection_url: https://idp.example.com/oauth2/introspect
+    introspection_client_id: vllm-dr
+    introspection_client_secret: "{{ introspection_secret }}"
+    backup_path: /var/backups/vllm_dr/run-42/sessions.jsonl
+
+- name: Sweep every primary of a TLS cluster
+  inferops.vllm_dr.vllm_session_sweep:
+    backend: redis_cluster
+    login_host: redis-cluster-0
+    tls: true
+    ca_certs: /etc/ssl/redis-ca.pem
+    state: swept
+    backup_path: /var/backups/vllm_dr/run-42/sessions.jsonl
+
+- name: Sessions in etcd
+  inferops.vllm_dr.vllm_session_sweep:
+    backend: etcd
+    etcd_endpoints: [https://etcd-0:2379]
+    ca_cert: /etc/etcd/ca.pem
+    state: swept
+    backup_path: /var/backups/vllm_dr/run-42/sessions.jsonl
+
+- name: Put the swept sessions back
+  inferops.vllm_dr.vllm_session_sweep:
+    login_host: redis-service
+    state: restored
+    backup_path: /var/backups/vllm_dr/run-42/sessions.jsonl
+"""
+
+RETURN = r"""
+scanned:
+  description: Entries read under the pattern or prefix.
+  type: int
+  returned: always
+  sample: 1200
+matched:
+  description: Entries chosen for removal (in check mode and V(reported), the ones that would be removed).
+  type: int
+  returned: always
+  sample: 412
+deleted:
+  description: Entries removed.
+  type: int
+  returned: always
+  sample: 410
+malformed:
+  description: Sessions with a missing or unreadable expiry (with O(select=revoked), or no refresh token).
+  type: int
+  returned: always
+  sample: 3
+wrong_type:
+  description: Keys under the pattern that are not session hashes (etcd values that are not JSON objects).
+  type: int
+  returned: always
+  sample: 1
+changed_during_sweep:
+  description: Sessions refreshed between their read and their delete, and therefore kept.
+  type: int
+  returned: always
+  sample: 2
+restored:
+  description: Sessions put back by O(state=restored) (in check mode, that would be put back).
+  type: int
+  returned: always
+  sample: 410
+skipped_existing:
+  description: Backed-up sessions not restored because the key exists again.
+  type: int
+  returned: always
+  sample: 0
+skipped_expired:
+  description: Backed-up sessions not restored because their Redis TTL ran out since the backup.
+  type: int
+  returned: always
+  sample: 0
+backup_path:
+  description: The backup file written or read; V(null) when there was none.
+  type: str
+  returned: always
+  sample: /var/backups/vllm_dr/run-42/sessions.jsonl
+earliest_expiry:
+  description: Earliest session expiry seen, ISO 8601 UTC.
+  type: str
+  returned: always
+  sample: "2024-07-10T12:00:00Z"
+latest_expiry:
+  description: Latest session expiry seen, ISO 8601 UTC.
+  type: str
+  returned: always
+  sample: "2024-07-20T14:30:00Z"
+cutoff:
+  description: The cutoff used, ISO 8601 UTC.
+  type: str
+  returned: always
+  sample: "2024-07-15T03:00:00Z"
+duration_s:
+  description: Seconds the module spent on the store.
+  type: float
+  returned: always
+  sample: 3.52
+sample_ids:
+  description: Up to 10 ids of sessions chosen for removal. Never a token.
+  type: list
+  elements: str
+  returned: always
+  sample: ["0x1a2b3c"]
+store:
+  description: The server(s) the module worked on.
+  type: str
+  returned: always
+  sample: "10.0.0.7:6379"
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._introspection import Introspector
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import (
+    SweepError, SweepOptions, Sweeper, report, restore)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
+
+
+def argument_spec() -> dict:
+    spec = session_store_argument_spec()
+    spec.update(
+        state=dict(type='str', default='reported', choices=['reported', 'swept', 'restored']),
+        select=dict(type='str', default='expired', choices=['expired', 'all', 'revoked']),
+        cutoff=dict(type='str'),
+        expires_field=dict(type='str', default='expires_at'),
+        malformed=dict(type='str', default='keep', choices=['keep', 'sweep']),
+        backup=dict(type='bool', default=True),
+        backup_path=dict(type='path'),
+        batch_size=dict(type='int', default=1000),
+        max_rate=dict(type='float', default=0),
+        max_delete=dict(type='int'),
+        introspection_url=dict(type='str'),
+        introspection_client_id=dict(type='str'),
+        introspection_client_secret=dict(type='str', no_log=True),
+        introspection_validate_certs=dict(type='bool', default=True),
+        introspection_ca_path=dict(type='path'),
+    )
+    return spec
+
+
+def check_params(params: dict) -> None:
+    if params['state'] == 'swept' and params['backup'] and not params['backup_path']:
+        raise StoreError('state=swept needs backup_path (a JSON Lines file for the removed sessions); '
+                         'set backup=false explicitly to sweep without a backup')
+    if params['state'] == 'restored' and not params['backup_path']:
+        raise StoreError('state=restored needs backup_path, the file a sweep wrote')
+    if params['batch_size'] < 1 or params['batch_size'] > 100000:
+        raise StoreError(f'batch_size {params["batch_size"]} is out of range; give 1 to 100000 (default 1000)')
+    if params['max_rate'] < 0 or (params['max_delete'] is not None and params['max_delete'] < 0):
+        raise StoreError('max_rate and max_delete cannot be negative; give 0 for an unlimited rate')
+
+
+def sweep_options(module: AnsibleModule) -> SweepOptions:
+    params = module.params
+    introspector = None
+    if params['select'] == 'revoked' and params['state'] != 'restored':
+        introspector = Introspector(params['introspection_url'], params['introspection_client_id'],
+                                    params['introspection_client_secret'], timeout=params['timeout'],
+                                    validate_certs=params['introspection_validate_certs'],
+                                    ca_path=params['introspection_ca_path'])
+    return SweepOptions(
+        state=params['state'], select=params['select'],
+        cutoff=parse_optional(params['cutoff'], 'cutoff', default_now=True),
+        malformed=params['malformed'], expires_field=params['expires_field'], batch_size=params['batch_size'],
+        max_rate=params['max_rate'], max_delete=params['max_delete'], backup_path=params['backup_path'],
+        backup=params['backup'], check_mode=module.check_mode, introspector=introspector)
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    check_params(params)
+    options = sweep_options(module)
+    started = time.monotonic()
+    store = open_store(params)
+    try:
+        restored = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0}
+        if params['state'] == 'restored':
+            restored.update(restore(store, params['backup_path'], module.check_mode))
+            restored.pop('in_backup')
+            result = report(Sweeper(store, options).stats, options, started)
+        else:
+            result = report(Sweeper(store, options).sweep(), options, started)
+        result.update(restored, store=store.location)
+    finally:
+        store.close()
+    writes_backup = params['state'] == 'restored' or (params['state'] == 'swept' and params['backup'])
+    result['backup_path'] = params['backup_path'] if writes_backup else None
+    removed = result['matched'] if module.check_mode else result['deleted']
+    result['changed'] = bool(removed if params['state'] == 'swept' else result['restored'])
+    if module._diff:
+        result['diff'] = diff(params['state'], result, removed)
+    return result
+
+
+def diff(state: str, result: dict, removed: int) -> dict:
+    if state == 'restored':
+        return {'before': {'restorable_sessions_missing': result['restored'] + result['skipped_expired']},
+                'after': {'restorable_sessions_missing': result['skipped_expired']}}
+    return {'before': {'sessions': result['scanned'], 'matching': result['matched']},
+            'after': {'sessions': result['scanned'] - removed, 'matching': result['matched'] - removed}}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    try:
+        result = run(module)
+    except (StoreError, SweepError, BackupError, TimestampError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,194 @@
+"""vllm_session_sweep on Redis with ACL + TLS, Sentinel with a failover, a 3-primary Cluster, and etcd."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils import _etcd_store
+from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
+from harness.modules import run_module
+from harness.servers import RedisClusterSet, RedisServer, SentinelServer, TlsFiles
+from harness.sessions import ETCD_PREFIX, PREFIX, dump_etcd, dump_redis, iso, seed_etcd, seed_redis, session
+
+# What a sweeper needs and nothing more: its own keys, and the commands of the scripts.
+SWEEPER_ACL = ('user sweeper on >sweeper-secret ~vllm:session:* resetchannels -@all '
+               '+ping +hello +scan +evalsha +eval +script|load +script|exists +type +pttl '
+               '+hgetall +get +hget +unlink +exists +hset +set +pexpireat +time')
+
+
+def run(capsys, check_mode=False, diff=False, **args):
+    return run_module(vllm_session_sweep, args, capsys, check_mode=check_mode, diff=diff)
+
+
+@pytest.fixture(scope='module')
+def tls_files(tmp_path_factory):
+    return TlsFiles(str(tmp_path_factory.mktemp('tls')))
+
+
+@pytest.fixture
+def acl_tls_server(tmp_path, tls_files):
+    server = RedisServer(workdir=str(tmp_path / 'redis'), tls=tls_files, admin=('admin', 'admin-secret'),
+                         config=['user default off', SWEEPER_ACL])
+    with server:
+        yield server
+
+
+def tls_args(server, tls_files, **extra):
+    args = dict(login_host='127.0.0.1', login_port=server.port, login_user='sweeper', login_password='sweeper-secret',
+                tls=True, ca_certs=tls_files.ca_cert)
+    args.update(extra)
+    return args
+
+
+def test_acl_user_over_tls_sweeps_and_restores(capsys, acl_tls_server, tls_files, tmp_path):
+    client = acl_tls_server.client()
+    seed_redis(client, expired=10, valid=4, malformed=1)
+    client.set('other:app:key', 'not ours')
+    original = dump_redis(client)
+    backup = str(tmp_path / 'b.jsonl')
+    swept = run(capsys, **tls_args(acl_tls_server, tls_files, state='swept', backup_path=backup))
+    assert swept['_rc'] == 0, swept.get('msg')
+    assert swept['deleted'] == 10 and swept['malformed'] == 1
+    restored = run(capsys, **tls_args(acl_tls_server, tls_files, state='restored', backup_path=backup))
+    assert restored['restored'] == 10
+    assert dump_redis(client) == original and client.get('other:app:key') == b'not ours'
+
+
+def test_acl_user_cannot_reach_keys_outside_its_pattern(capsys, acl_tls_server, tls_files):
+    acl_tls_server.client().set('other:app:key', 'not ours')
+    result = run(capsys, **tls_args(acl_tls_server, tls_files, key_pattern='other:*'))
+    assert result['failed'] is True
+    assert 'denied a command to this user' in result['msg'] and 'grant the ACL user' in result['msg']
+
+
+def test_tls_with_an_unknown_ca_fails_with_one_line(capsys, acl_tls_server, tls_files):
+    result = run(capsys, **tls_args(acl_tls_server, tls_files, ca_certs=None))
+    assert result['failed'] is True
+    assert result['msg'].startswith('TLS with Redis at 127.0.0.1:')
+    assert 'check tls, ca_certs, validate_certs' in result['msg'] and '\n' not in result['msg']
+
+
+def test_tls_without_verification_connects(capsys, acl_tls_server, tls_files):
+    seed_redis(acl_tls_server.client(), expired=2)
+    result = run(capsys, **tls_args(acl_tls_server, tls_files, ca_certs=None, validate_certs=False))
+    assert result['_rc'] == 0 and result['matched'] == 2
+
+
+def test_plain_client_against_tls_port_fails_cleanly(capsys, acl_tls_server, tls_files):
+    result = run(capsys, **tls_args(acl_tls_server, tls_files, tls=False, timeout=2))
+    assert result['failed'] is True and '\n' not in result['msg'] and 'Redis at 127.0.0.1' in result['msg']
+
+
+def test_sentinel_follows_a_failover_between_two_runs(capsys, tmp_path):
+    with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
+            RedisServer(workdir=str(tmp_path / 'replica'), config=[]) as replica:
+        replica.client().replicaof('127.0.0.1', primary.port)
+        with SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
+            seed_redis(primary.client(), expired=6, valid=3)
+            args = dict(backend='redis_sentinel', sentinel_hosts=[f'127.0.0.1:{sentinel.port}'],
+                        sentinel_service_name='mymaster', batch_size=4)
+            first = run(capsys, state='swept', backup_path=str(tmp_path / 'b1.jsonl'), **args)
+            assert first['deleted'] == 6 and f':{primary.port}' in first['store']
+
+            new_port = sentinel.failover()
+            assert new_port == replica.port
+            new_primary = replica.client()
+            seed_redis(new_primary, expired=4, prefix=PREFIX + 'after-')
+            second = run(capsys, state='swept', backup_path=str(tmp_path / 'b2.jsonl'), **args)
+            assert second['_rc'] == 0, second.get('msg')
+            assert f':{replica.port}' in second['store'] and second['deleted'] == 4
+            assert new_primary.dbsize() == 3
+
+
+def test_sentinel_with_unknown_service_fails_with_one_line(capsys, tmp_path):
+    with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
+            SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
+        result = run(capsys, backend='redis_sentinel', sentinel_hosts=[f'127.0.0.1:{sentinel.port}'],
+                     sentinel_service_name='nosuch', timeout=2)
+        assert result['failed'] is True and 'no Sentinel knows a master' in result['msg']
+        assert 'check sentinel_hosts and sentinel_service_name' in result['msg']
+
+
+@pytest.fixture(scope='module')
+def redis_cluster(tmp_path_factory):
+    with RedisClusterSet(3, workdir=str(tmp_path_factory.mktemp('cluster'))) as cluster:
+        yield cluster
+
+
+def test_cluster_sweeps_every_primary_and_restores(capsys, redis_cluster, tmp_path):
+    client = redis_cluster.client()
+    client.flushall()
+    seed_redis(client, expired=300, valid=50, malformed=6, wrong_type=3)
+    per_node = [node.client().dbsize() for node in redis_cluster.nodes]
+    assert all(count > 0 for count in per_node), 'the keys must spread over every primary'
+    original = {k: v for node in redis_cluster.nodes for k, v in dump_redis(node.client()).items()}
+    args = dict(backend='redis_cluster', login_host='127.0.0.1', login_port=redis_cluster.nodes[1].port, batch_size=64)
+    checked = run(capsys, check_mode=True, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert checked['matched'] == 300 and checked['deleted'] == 0 and checked['store'].count(':') == 3
+    swept = run(capsys, state='swept', malformed='sweep', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert swept['deleted'] == 309 and swept['scanned'] == 359
+    assert sum(node.client().dbsize() for node in redis_cluster.nodes) == 50
+    restored = run(capsys, state='restored', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert restored['restored'] == 309
+    assert {k: v for node in redis_cluster.nodes for k, v in dump_redis(node.client()).items()} == original
+
+
+def test_cluster_refuses_a_database_number(capsys, redis_cluster):
+    result = run(capsys, backend='redis_cluster', login_host='127.0.0.1', login_port=redis_cluster.nodes[0].port, db=2)
+    assert result['failed'] is True and result['msg'] == 'Redis Cluster has only database 0; remove db or set it to 0'
+
+
+def etcd_args(server, **extra):
+    return dict(backend='etcd', etcd_endpoints=[server.url], **extra)
+
+
+def test_etcd_report_sweep_restore(capsys, etcd_server, tmp_path):
+    seed_etcd(etcd_server.url, expired=9, valid=4, malformed=2, wrong_type=1)
+    original = dump_etcd(etcd_server.url)
+    reported = run(capsys, **etcd_args(etcd_server))
+    assert (reported['scanned'], reported['matched'], reported['malformed'], reported['wrong_type']) == (16, 9, 2, 1)
+    backup = str(tmp_path / 'b.jsonl')
+    checked = run(capsys, check_mode=True, **etcd_args(etcd_server, state='swept', backup_path=backup))
+    assert checked['matched'] == 9 and dump_etcd(etcd_server.url) == original
+    swept = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=backup, batch_size=4))
+    assert swept['deleted'] == 9 and len(dump_etcd(etcd_server.url)) == 7
+    again = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=backup))
+    assert again['changed'] is False
+    restored = run(capsys, **etcd_args(etcd_server, state='restored', backup_path=backup))
+    assert restored['restored'] == 9 and dump_etcd(etcd_server.url) == original
+    twice = run(capsys, **etcd_args(etcd_server, state='restored', backup_path=backup))
+    assert twice['changed'] is False and twice['skipped_existing'] == 9
+    run(capsys, **etcd_args(etcd_server, state='swept', select='all', malformed='sweep', backup=False))
+    assert dump_etcd(etcd_server.url) == {}
+
+
+def test_etcd_keeps_a_session_rewritten_after_it_was_read(capsys, etcd_server, tmp_path, monkeypatch):
+    seed_etcd(etcd_server.url, expired=5, prefix=ETCD_PREFIX)
+    real_delete = _etcd_store.EtcdStore.delete_unchanged
+
+    def refresh_then_delete(self, entries, guard_fields):
+        fresh = json.dumps(session('e0', iso(time.time() + 3600), generation=1))
+        self._call('/kv/put', {'key': _etcd_store._b64(entries[0].key), 'value': _etcd_store._b64(fresh.encode())})
+        return real_delete(self, entries, guard_fields)
+
+    monkeypatch.setattr(_etcd_store.EtcdStore, 'delete_unchanged', refresh_then_delete)
+    result = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=str(tmp_path / 'b.jsonl')))
+    assert result['changed_during_sweep'] == 1 and result['deleted'] == 4
+    left = dump_etcd(etcd_server.url)
+    assert list(left) == [ETCD_PREFIX + 'e0'] and '-1-SECRET' in left[ETCD_PREFIX + 'e0']
+    run(capsys, **etcd_args(etcd_server, state='swept', select='all', backup=False))
+
+
+def test_etcd_max_delete_and_unreachable_endpoint(capsys, etcd_server):
+    seed_etcd(etcd_server.url, expired=3)
+    refused = run(capsys, **etcd_args(etcd_server, state='swept', backup=False, max_delete=2))
+    assert refused['failed'] is True and 'more than max_delete=2; nothing was deleted' in refused['msg']
+    assert len(dump_etcd(etcd_server.url)) == 3
+    run(capsys, **etcd_args(etcd_server, state='swept', backup=False))
+    down = run(capsys, backend='etcd', etcd_endpoints=['http://127.0.0.1:1'], timeout=2)
+    assert down['failed'] is True and down['msg'].startswith('cannot reach etcd (http://127.0.0.1:1:')
+    bad = run(capsys, backend='etcd', etcd_endpoints=['ftp://x'], timeout=2)
+    assert bad['failed'] is True and "etcd_endpoints entry 'ftp://x' is not a URL" in bad['msg']
