@@ -13,13 +13,14 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test sanity lint unit integration build bench-cache clean
+.PHONY: help deps test sanity lint unit integration build bench-cache bench-sweep clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
 	@echo "make sanity|lint|unit|integration   one gate"
 	@echo "make build        the Galaxy tarball"
 	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
+	@echo "make bench-sweep  session sweep against redis-cli (1,000,000 sessions)"
 
 deps:
 	@bash tools/bootstrap.sh
@@ -51,3 +52,6 @@ bench-cache: deps
 
 clean:
 	rm -rf build reports tests/output
+
+bench-sweep: deps
+	$(BIN)/python tests/bench/bench_sweep.py --sessions 1000000

@@ -16,7 +16,8 @@ from __future__ import annotations
 import time
 import traceback
 
-from ._session_backup import Entry
+from ._session_backup import Batch, Entry
+from ._timestamps import EPOCH_MILLIS_THRESHOLD
 from ._session_errors import StoreError
 
 REDIS_IMPORT_ERROR = None
@@ -28,53 +29,153 @@ try:
 except ImportError:
     REDIS_IMPORT_ERROR = traceback.format_exc()
 
-# One entry per key: {type, absolute expiry in ms or -1, HGETALL / GET}; the server
-# clock anchors the TTLs so a restore can put back the same expiry moment.
-READ_SCRIPT = """
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local out = {}
+# Reads and judges a batch on the server, so that a sweep over millions of sessions
+# moves only the sessions it removes. ARGV: expiry field, cutoff (epoch seconds),
+# select ('expired', 'all', or 'read' to judge nothing), malformed ('keep' or
+# 'sweep'), the epoch-milliseconds threshold.
+# The parser decides only the forms it knows exactly (epoch seconds or ms as
+# digits; YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+HH:MM|-HH:MM] with valid fields); any
+# other value comes back "undecided" and the module judges it in Python, so both
+# give one verdict for every value.
+# Reply: {decided, malformed, wrong_type, earliest, latest, entries...}; each entry
+# is {key, type, verdict ('match' or 'undecided'), pttl, HGETALL or GET}.
+JUDGE_SCRIPT = """
+local field, cutoff, select, malformed = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local millis = tonumber(ARGV[5])
+local month_days = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+
+local function epoch(text)
+  if string.find(text, '^%d+$') or string.find(text, '^%d+%.%d+$') then
+    local n = tonumber(text)
+    if n > millis then n = n / 1000 end
+    return n
+  end
+  local y, mo, d, h, mi, s, rest = string.match(text, '^(%d%d%d%d)%-(%d%d)%-(%d%d)[T ](%d%d):(%d%d):(%d%d)(.*)$')
+  if not y then return nil end
+  y, mo, d, h, mi, s = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(s)
+  local leap = (y % 4 == 0 and y % 100 ~= 0) or y % 400 == 0
+  if y < 1 or mo < 1 or mo > 12 or d < 1 or h > 23 or mi > 59 or s > 59 then return nil end
+  if d > month_days[mo] + ((mo == 2 and leap) and 1 or 0) then return nil end
+  local micro = 0
+  local frac, zone = string.match(rest, '^%.(%d+)(.*)$')
+  if frac then
+    micro = tonumber(string.sub(frac .. '00000', 1, 6))
+    rest = zone
+  end
+  local offset = 0
+  if rest == 'Z' or rest == 'z' then
+    offset = 0
+  elseif rest ~= '' then
+    local sign, oh, om = string.match(rest, '^([+-])(%d%d):(%d%d)$')
+    if not sign or tonumber(oh) > 23 or tonumber(om) > 59 then return nil end
+    offset = (tonumber(oh) * 3600 + tonumber(om) * 60) * (sign == '-' and -1 or 1)
+  end
+  local seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset
+  return (seconds * 1000000 + micro) / 1000000
+end
+
+local decided, bad, wrong, earliest, latest = 0, 0, 0, nil, nil
+local out = {0, 0, 0, '', ''}
+local function keep_entry(key, kind, verdict, content)
+  out[#out + 1] = key
+  out[#out + 1] = kind
+  out[#out + 1] = verdict
+  out[#out + 1] = redis.call('PTTL', key)
+  out[#out + 1] = content
+end
+
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local kind = redis.call('TYPE', key)['ok']
-  local ttl = redis.call('PTTL', key)
-  local at = -1
-  if ttl >= 0 then at = now_ms + ttl end
-  if kind == 'hash' then
-    out[i] = {kind, at, redis.call('HGETALL', key)}
-  elseif kind == 'string' then
-    out[i] = {kind, at, redis.call('GET', key)}
+  local raw = redis.pcall('HGET', key, field)
+  if type(raw) == 'table' and raw.err and not string.find(raw.err, 'WRONGTYPE', 1, true) then
+    error(raw.err)
+  end
+  if type(raw) == 'table' then
+    local kind = redis.call('TYPE', key)['ok']
+    decided = decided + 1
+    wrong = wrong + 1
+    if kind == 'string' and malformed == 'sweep' and select ~= 'read' then
+      keep_entry(key, kind, 'match', redis.call('GET', key))
+    end
+  elseif select == 'read' then
+    if raw ~= false or redis.call('EXISTS', key) == 1 then
+      keep_entry(key, 'hash', 'undecided', redis.call('HGETALL', key))
+    end
+  elseif raw == false then
+    if redis.call('EXISTS', key) == 1 then
+      decided = decided + 1
+      bad = bad + 1
+      if malformed == 'sweep' then keep_entry(key, 'hash', 'match', redis.call('HGETALL', key)) end
+    end
   else
-    out[i] = {kind, at}
+    local when = epoch(raw)
+    if when == nil then
+      keep_entry(key, 'hash', 'undecided', redis.call('HGETALL', key))
+    else
+      decided = decided + 1
+      if earliest == nil or when < earliest then earliest = when end
+      if latest == nil or when > latest then latest = when end
+      if select == 'all' or when < cutoff then
+        keep_entry(key, 'hash', 'match', redis.call('HGETALL', key))
+      end
+    end
   end
 end
+out[1], out[2], out[3] = decided, bad, wrong
+if earliest then out[4] = string.format('%.6f', earliest) end
+if latest then out[5] = string.format('%.6f', latest) end
 return out
 """
 
 # ARGV: n, n guard field names, then per key: its type and n expectations
-# ('=' .. value, or '!' for a field that was missing). A key is unlinked only when
-# its type and every guard field are still what was judged.
+# ('=' .. value, or '!' for a field that was missing; a string key has its value
+# first). A key is unlinked only when its type and every guard field are still
+# what was judged; pcall turns a changed type into "changed", not an error.
 DELETE_SCRIPT = """
+local function wrongtype_as_false(reply)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'WRONGTYPE', 1, true) then return false end
+    error(reply.err)
+  end
+  return reply
+end
 local n = tonumber(ARGV[1])
+local fields = {}
+for j = 1, n do fields[j] = ARGV[1 + j] end
 local result = {}
+local at = 2 + n
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local at = 1 + n + (i - 1) * (n + 1)
-  local kind = ARGV[at + 1]
-  local same = redis.call('TYPE', key)['ok'] == kind
-  if same and kind == 'hash' then
+  local kind = ARGV[at]
+  local same
+  if kind == 'hash' then
+    local have = wrongtype_as_false(redis.pcall('HMGET', key, unpack(fields)))
+    same = have ~= false
+    local present = false
     for j = 1, n do
-      local want = ARGV[at + 1 + j]
-      local have = redis.call('HGET', key, ARGV[1 + j])
+      local want = ARGV[at + j]
       if want == '!' then
-        same = same and (have == false)
+        same = same and have[j] == false
       else
-        same = same and (have == string.sub(want, 2))
+        same = same and have[j] == string.sub(want, 2)
+        present = true
       end
     end
-  elseif same and kind == 'string' then
-    same = redis.call('GET', key) == string.sub(ARGV[at + 2], 2)
+    if same and not present then
+      same = redis.call('TYPE', key)['ok'] == 'hash'
+    end
+  else
+    same = wrongtype_as_false(redis.pcall('GET', key)) == string.sub(ARGV[at + 1], 2)
   end
+  at = at + 1 + n
   if same then
     redis.call('UNLINK', key)
     result[i] = 1
@@ -122,6 +223,19 @@ return result
 """
 
 
+def _as_fields(content) -> dict:
+    """HGETALL as a dict, whether the connection speaks RESP2 (flat list) or RESP3 (map)."""
+    if isinstance(content, dict):
+        return content
+    return dict(zip(content[0::2], content[1::2]))
+
+
+def _expire_at(ttl) -> int | None:
+    """Absolute expiry in ms from a PTTL taken now (None: no TTL)."""
+    ttl = int(ttl)
+    return int(time.time() * 1000) + ttl if ttl >= 0 else None
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -141,15 +255,24 @@ def check_pattern(pattern: str) -> str:
     return prefix
 
 
-def _describe_error(exc: Exception, location: str) -> str:
+def _error_text(exc: Exception) -> str:
+    """The server's words, without the pipeline's echo of the command (which lists every key)."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if 'caused error: ' in text:
+        text = text.split('caused error: ', 1)[1]
+    return text[:300]
+
+
+def _describe_error(exc: Exception, location: str) -> str:
+    text = _error_text(exc)
     if isinstance(exc, redis.AuthenticationError) or 'WRONGPASS' in text or 'NOAUTH' in text \
             or 'invalid username-password' in text or 'Authentication required' in text:
         return f'Redis at {location} rejected the credentials ({text}); check login_user and login_password'
-    if isinstance(exc, redis.exceptions.NoPermissionError) or text.startswith('NOPERM') or 'no permissions' in text:
+    if isinstance(exc, redis.exceptions.NoPermissionError) or 'noperm' in text.lower() or 'no permissions' in text \
+            or "can't run this command" in text:
         return (f'Redis at {location} denied a command to this user ({text}); grant the ACL user '
-                '+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +unlink +exists +hset +set '
-                '+pexpireat +time on the session keys')
+                '+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
+                '+set +pexpireat +time on the session keys')
     if 'SSL' in text or 'certificate' in text.lower() or 'TLS' in text:
         return f'TLS with Redis at {location} failed ({text}); check tls, ca_certs, validate_certs and the client certificate'
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
@@ -158,10 +281,10 @@ def _describe_error(exc: Exception, location: str) -> str:
 
 
 class _Scripts:
-    """The three scripts, loaded once per server (EVALSHA with a fallback to loading)."""
+    """The scripts, loaded once per server (EVALSHA with a fallback to loading)."""
 
     def __init__(self, client):
-        self.read = client.register_script(READ_SCRIPT)
+        self.judge = client.register_script(JUDGE_SCRIPT)
         self.delete = client.register_script(DELETE_SCRIPT)
         self.restore = client.register_script(RESTORE_SCRIPT)
 
@@ -185,8 +308,8 @@ class RedisPartition:
             groups.setdefault(key_slot(key), []).append(key)
         return list(groups.values())
 
-    def _run_grouped(self, script, items, args_for):
-        """Run ``script`` once per slot group of ``items`` in one pipeline; results in ``items`` order."""
+    def _run_grouped_replies(self, script, items, args_for):
+        """Run ``script`` once per slot group of ``items`` in one pipeline; one reply per group."""
         keyed = {}
         for item in items:
             keyed.setdefault(item.key, item)
@@ -194,7 +317,11 @@ class RedisPartition:
         pipe = self.client.pipeline(transaction=False)
         for group in groups:
             script(keys=group, args=args_for([keyed[key] for key in group]), client=pipe)
-        replies = pipe.execute()
+        return groups, pipe.execute()
+
+    def _run_grouped(self, script, items, args_for):
+        """Like _run_grouped_replies for scripts that answer per key; answers in ``items`` order."""
+        groups, replies = self._run_grouped_replies(script, items, args_for)
         by_key = {}
         for group, reply in zip(groups, replies):
             by_key.update(zip(group, reply))
@@ -209,33 +336,38 @@ class RedisPartition:
     def ping(self) -> None:
         self._guarded(self.client.ping)
 
-    def scan_batches(self, batch_size: int):
-        """Every key matching the pattern, read in batches of entries (keys gone since SCAN are skipped)."""
+    def scan_batches(self, batch_size: int, options):
+        """Every key matching the pattern, SCANned and judged on the server one batch at a time."""
+        judge_select = options.select if options.select in ('expired', 'all') else 'read'
+        args = [options.expires_field, repr(float(options.cutoff)), judge_select, options.malformed,
+                EPOCH_MILLIS_THRESHOLD]
         cursor = 0
         while True:
             cursor, keys = self._guarded(lambda c=cursor: self.client.scan(c, match=self.pattern, count=batch_size))
             if keys:
-                yield self._read(keys)
+                yield self._judge(keys, args)
             if cursor == 0:
                 return
 
-    def _read(self, keys):
+    def _judge(self, keys, args) -> Batch:
         probes = [Entry(key, None) for key in keys]
-        replies = self._guarded(lambda: self._run_grouped(self.scripts.read, probes, lambda group: []))
-        entries = []
-        for key, reply in zip(keys, replies):
-            kind = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
-            if kind == 'none':
-                continue
-            expire_at = reply[1] if reply[1] >= 0 else None
-            if kind == 'hash':
-                flat = reply[2]
-                entries.append(Entry(key, kind, fields=dict(zip(flat[0::2], flat[1::2])), pexpireat=expire_at))
-            elif kind == 'string':
-                entries.append(Entry(key, kind, value=reply[2], pexpireat=expire_at))
-            else:
-                entries.append(Entry(key, kind, pexpireat=expire_at))
-        return entries
+        _groups, replies = self._guarded(
+            lambda: self._run_grouped_replies(self.scripts.judge, probes, lambda group: args))
+        batch = Batch()
+        for reply in replies:
+            batch.add_counts(int(reply[0]), int(reply[1]), int(reply[2]),
+                             float(reply[3]) if reply[3] else None, float(reply[4]) if reply[4] else None)
+            flat = reply[5:]
+            for at in range(0, len(flat), 5):
+                key, kind, verdict, ttl, content = flat[at:at + 5]
+                kind = _text(kind)
+                expire_at = _expire_at(ttl)
+                if kind == 'hash':
+                    entry = Entry(key, kind, fields=_as_fields(content), pexpireat=expire_at)
+                else:
+                    entry = Entry(key, kind, value=content, pexpireat=expire_at)
+                (batch.victims if _text(verdict) == 'match' else batch.entries).append(entry)
+        return batch
 
     def delete_unchanged(self, entries, guard_fields):
         def args_for(group):
@@ -243,9 +375,8 @@ class RedisPartition:
             for entry in group:
                 args.append(entry.kind)
                 if entry.kind == 'hash':
-                    for name in guard_fields:
-                        value = entry.fields.get(name)
-                        args.append(b'!' if value is None else b'=' + value)
+                    fields = entry.fields
+                    args.extend(b'!' if fields.get(name) is None else b'=' + fields[name] for name in guard_fields)
                 else:
                     args.append(b'=' + (entry.value or b''))
                     args.extend([b'!'] * (len(guard_fields) - 1))

@@ -49,18 +49,40 @@ class Entry:
         self.lease = lease
 
     def to_record(self) -> dict:
+        try:
+            return self._text_record()
+        except (UnicodeDecodeError, ValueError):
+            return self._general_record()
+
+    def _text_record(self) -> dict:
+        """The common case, fast: every key, field and value is UTF-8 text."""
+        record = {'key': self.key.decode('utf-8'), 'type': self.kind}
+        if self.fields is not None:
+            fields = {name.decode('utf-8'): value.decode('utf-8') for name, value in self.fields.items()}
+            if any(name.startswith('b64:') for name in fields):
+                raise ValueError('field names need escaping')
+            record['fields'] = fields
+        if self.value is not None:
+            record['value'] = self.value.decode('utf-8')
+        self._add_metadata(record)
+        return record
+
+    def _general_record(self) -> dict:
         record = {'key': _encode(self.key), 'type': self.kind}
         if self.fields is not None:
             record['fields'] = {_encode_key(name): _encode(value) for name, value in self.fields.items()}
         if self.value is not None:
             record['value'] = _encode(self.value)
+        self._add_metadata(record)
+        return record
+
+    def _add_metadata(self, record: dict) -> None:
         if self.pexpireat is not None:
             record['pexpireat'] = self.pexpireat
         if self.version is not None:
             record['mod_revision'] = self.version
         if self.lease:
             record['lease'] = self.lease
-        return record
 
     @classmethod
     def from_record(cls, record: dict) -> Entry:
@@ -74,6 +96,27 @@ class Entry:
             version=record.get('mod_revision'),
             lease=record.get('lease', 0),
         )
+
+
+class Batch:
+    """One round of a scan: sessions already judged by the store, and sessions left for the module to judge."""
+
+    __slots__ = ('entries', 'victims', 'decided', 'malformed', 'wrong_type', 'earliest', 'latest')
+
+    def __init__(self, entries=None):
+        self.entries = list(entries or [])
+        self.victims = []
+        self.decided = self.malformed = self.wrong_type = 0
+        self.earliest = self.latest = None
+
+    def add_counts(self, decided, malformed, wrong_type, earliest, latest) -> None:
+        self.decided += decided
+        self.malformed += malformed
+        self.wrong_type += wrong_type
+        for expiry in (earliest, latest):
+            if expiry is not None:
+                self.earliest = expiry if self.earliest is None else min(self.earliest, expiry)
+                self.latest = expiry if self.latest is None else max(self.latest, expiry)
 
 
 def _encode(data: bytes):

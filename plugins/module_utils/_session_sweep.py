@@ -13,6 +13,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import threading
@@ -21,9 +22,12 @@ import time
 from ._files import BackupError
 from ._session_backup import BackupWriter, check_writable, header, read_backup
 from ._session_errors import StoreError
-from ._timestamps import TimestampError, iso_utc, parse_timestamp
+from ._timestamps import iso_utc, parse_expiry
 
 SAMPLE_SIZE = 10
+# Batches being backed up and deleted while the next one is scanned and judged: one, so that
+# at most one batch can be in the backup and not deleted when a store dies mid-sweep.
+REMOVERS = 1
 REFRESH_TOKEN_FIELD = b'refresh_token'
 
 KEEP, MATCH, MALFORMED, WRONG_TYPE = 'keep', 'match', 'malformed', 'wrong_type'
@@ -126,11 +130,8 @@ def judge(entry, fields, options: SweepOptions):
     if fields is None:
         return WRONG_TYPE, None
     raw = fields.get(options.expires_field)
-    if raw is None:
-        return MALFORMED, None
-    try:
-        expiry = parse_timestamp(raw)
-    except TimestampError:
+    expiry = None if raw is None else parse_expiry(raw)
+    if expiry is None:
         return MALFORMED, None
     if options.select == 'all':
         return MATCH, expiry
@@ -159,25 +160,24 @@ class Sweeper:
         self.writer = None
         self.allowance = None
 
-    def _judge_batch(self, entries, stats: Stats):
-        victims = []
-        for entry in entries:
+    def _judge_batch(self, batch, stats: Stats):
+        """The batch's victims: those the store judged, and those judged here."""
+        victims = list(batch.victims)
+        for entry in batch.entries:
             verdict, expiry = judge(entry, session_fields(entry), self.options)
-            with stats.lock:
-                stats.scanned += 1
+            batch.add_counts(1, verdict == MALFORMED, verdict == WRONG_TYPE, expiry, None)
+            if _to_remove(verdict, entry, self.options):
+                victims.append(entry)
+        with stats.lock:
+            stats.scanned += batch.decided
+            stats.malformed += batch.malformed
+            stats.wrong_type += batch.wrong_type
+            stats.matched += len(victims)
+            for expiry in (batch.earliest, batch.latest):
                 if expiry is not None:
                     stats.add_expiry(expiry)
-                if verdict == MALFORMED:
-                    stats.malformed += 1
-                elif verdict == WRONG_TYPE:
-                    stats.wrong_type += 1
-                remove = _to_remove(verdict, entry, self.options)
-                if remove:
-                    stats.matched += 1
-                    if len(stats.sample_ids) < SAMPLE_SIZE:
-                        stats.sample_ids.append(self.store.session_id(entry.key))
-            if remove:
-                victims.append(entry)
+            for entry in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
+                stats.sample_ids.append(self.store.session_id(entry.key))
         return victims
 
     def _take_allowance(self, victims):
@@ -189,22 +189,37 @@ class Sweeper:
             self.allowance -= len(granted)
         return granted
 
+    def _remove(self, partition, victims, stats: Stats) -> None:
+        """Back up (durably), then delete each victim only if it is still as judged."""
+        victims = self._take_allowance(victims)
+        if not victims:
+            return
+        if self.writer is not None:
+            self.writer.write_entries(victims)
+        outcome = partition.delete_unchanged(victims, self.options.guard_fields)
+        kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
+        if self.writer is not None:
+            self.writer.write_not_deleted(kept)
+        with stats.lock:
+            stats.deleted += len(victims) - len(kept)
+            stats.changed_during_sweep += len(kept)
+
     def _sweep_partition(self, partition, stats: Stats, delete: bool) -> None:
-        for entries in partition.scan_batches(self.options.batch_size):
-            victims = self._judge_batch(entries, stats)
-            self.limiter.consume(len(entries))
-            if not delete or not victims:
-                continue
-            victims = self._take_allowance(victims)
-            if self.writer is not None:
-                self.writer.write_entries(victims)
-            outcome = partition.delete_unchanged(victims, self.options.guard_fields)
-            kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
-            if self.writer is not None:
-                self.writer.write_not_deleted(kept)
-            with stats.lock:
-                stats.deleted += len(victims) - len(kept)
-                stats.changed_during_sweep += len(kept)
+        """Scan and judge on this thread while the previous batch is backed up and deleted on another.
+
+        The store's time and this process's time overlap; batches are removed in scan order.
+        """
+        with concurrent.futures.ThreadPoolExecutor(max_workers=REMOVERS) as remover:
+            pending = collections.deque()
+            for batch in partition.scan_batches(self.options.batch_size, self.options):
+                victims = self._judge_batch(batch, stats)
+                self.limiter.consume(batch.decided)
+                while len(pending) >= REMOVERS:
+                    pending.popleft().result()
+                if delete and victims:
+                    pending.append(remover.submit(self._remove, partition, victims, stats))
+            while pending:
+                pending.popleft().result()
 
     def _run_partitions(self, stats: Stats, delete: bool) -> None:
         partitions = self.store.partitions()

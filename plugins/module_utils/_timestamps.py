@@ -10,6 +10,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import datetime
+import math
 import re
 import time
 
@@ -55,6 +56,24 @@ def parse_timestamp(value, name: str = 'timestamp') -> float:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.timezone.utc)
     return parsed.timestamp()
+
+
+def parse_expiry(raw):
+    """Epoch seconds from a stored expiry (bytes, text or number), or None when unreadable.
+
+    The hot path of a sweep over millions of sessions: no exception escapes, and
+    numbers are tried before ISO 8601.
+    """
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        pass
+    else:
+        return epoch_from_number(value) if math.isfinite(value) else None
+    try:
+        return parse_timestamp(raw)
+    except TimestampError:
+        return None
 
 
 def parse_optional(value, name: str, default_now: bool = False):

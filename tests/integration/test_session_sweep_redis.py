@@ -304,3 +304,39 @@ def test_unwritable_backup_path_fails_before_deleting(capsys, redis_server, tmp_
     result = sweep(capsys, redis_server, state='swept', backup_path=str(tmp_path / 'no' / 'such' / 'dir.jsonl'))
     assert result['failed'] is True and 'does not exist; create it' in result['msg']
     assert redis_server.client().dbsize() == 4
+
+
+EXPIRY_CORPUS = [
+    '2024-07-10T12:00:00Z', '2024-07-10T12:00:00z', '2024-07-10 12:00:00', '2024-07-10T12:00:00.5Z',
+    '2024-07-10T12:00:00.1234567Z', '2024-07-10T12:00:00+05:30', '2024-07-10T12:00:00-08:00', '2024-07-10T12:00:00-0800',
+    '2024-02-29T00:00:00Z', '2023-02-29T00:00:00Z', '2024-02-30T00:00:00Z', '2024-13-01T00:00:00Z', '2024-07-10T24:00:00Z',
+    '2024-07-10T12:60:00Z', '2024-07-10', '2024-07-10T12:00', '20240710T120000Z', '2999-12-31T23:59:59Z',
+    '1720612800', '1720612800.25', '1720612800000', '99999999999', '100000000001', '1e9', ' 1720612800 ', '-5', '0',
+    'inf', 'nan', 'NaN', '0x10', 'soon', '', '2024-07-10T12:00:00+24:00', '2024-07-10T12:00:00Z ', '１７２０６１２８００',
+]
+
+
+def test_server_side_judging_agrees_with_the_python_parser_on_every_form(capsys, redis_server):
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import parse_expiry
+
+    client = redis_server.client()
+    cutoff = 1720612800.25  # 2024-07-10T12:00:00.25Z
+    for index, value in enumerate(EXPIRY_CORPUS):
+        client.hset(f'{PREFIX}c{index}', mapping={'expires_at': value, 'refresh_token': 'rt'})
+    expected = {f'c{i}' for i, value in enumerate(EXPIRY_CORPUS)
+                if parse_expiry(value.encode()) is not None and parse_expiry(value.encode()) < cutoff}
+    malformed = sum(parse_expiry(value.encode()) is None for value in EXPIRY_CORPUS)
+    result = sweep(capsys, redis_server, cutoff=repr(cutoff), state='swept', backup=False, batch_size=len(EXPIRY_CORPUS))
+    assert result['malformed'] == malformed
+    left = {key.decode()[len(PREFIX):] for key in client.scan_iter(match=PREFIX + '*')}
+    assert {f'c{i}' for i in range(len(EXPIRY_CORPUS))} - left == expected
+
+
+def test_acl_without_a_script_command_fails_instead_of_deleting_nothing(capsys, tmp_path):
+    acl = ('user sweeper on >pw ~vllm:session:* -@all +ping +hello +scan +evalsha +eval +script|load '
+           '+script|exists +type +pttl +hgetall +get +hget +unlink +exists')
+    with RedisServer(workdir=str(tmp_path / 'r'), admin=('admin', 'admin-pw'), config=['user default off', acl]) as server:
+        seed_redis(server.client(), expired=3)
+        result = sweep(capsys, server, login_user='sweeper', login_password='pw', state='swept', backup=False)
+        assert result['failed'] is True and 'denied a command to this user' in result['msg']
+        assert server.client().dbsize() == 3

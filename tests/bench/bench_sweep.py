@@ -1,0 +1,193 @@
+"""Benchmark: vllm_session_sweep against the redis-cli one-liner (make bench-sweep).
+
+One run, same machine, same data: --sessions sessions (half expired, 1% malformed)
+are written once and saved to one RDB file; each contender gets a fresh
+redis-server loaded from a copy of it. Contenders:
+
+  baseline  redis-cli --scan --pattern 'vllm:session:*' | xargs -n 1000 redis-cli unlink
+            (unconditional: deletes every session, keeps no backup)
+  direct    the module's sweep (select=expired, with backup) called from Python
+  ansible   ansible localhost -m inferops.vllm_dr.vllm_session_sweep (the same sweep)
+  cluster   the direct sweep on a 3-primary Redis Cluster holding the same sessions
+
+Wall time, peak RSS of the sweeping process (and its children) and the counts are
+printed with the ratios to the baseline. Exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, 'tests'))
+COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
+BIN = os.path.dirname(sys.executable)
+
+from harness.servers import RedisClusterSet, RedisServer  # noqa: E402  pylint: disable=wrong-import-position
+
+PATTERN = 'vllm:session:*'
+
+DIRECT = r'''
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import SweepOptions, Sweeper, report
+params = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}
+params.update(backend=sys.argv[2], login_host='127.0.0.1', login_port=int(sys.argv[3]))
+started = time.monotonic()
+store = open_store(params)
+options = SweepOptions(state='swept', backup_path=sys.argv[4], batch_size=int(sys.argv[5]))
+result = report(Sweeper(store, options).sweep(), options, started)
+store.close()
+result['wall_s'] = time.monotonic() - started
+result['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(result))
+'''
+
+
+def seed(client, sessions: int, now: float) -> dict:
+    counts = {'expired': 0, 'valid': 0, 'malformed': 0}
+    pipe = client.pipeline(transaction=False)
+    for i in range(sessions):
+        sid = f'0x{i:08x}'
+        if i % 100 == 99:
+            expires, kind = 'unreadable', 'malformed'
+        elif i % 2:
+            expires, kind = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now - 3600 - i % 86400)), 'expired'
+        else:
+            expires, kind = str(int(now + 86400 + i % 86400)), 'valid'
+        counts[kind] += 1
+        fields = {'access_token': f'at-{i:040d}', 'refresh_token': f'rt-{i:040d}', 'expires_at': expires}
+        pipe.hset(f'vllm:session:{sid}', mapping=fields)
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+    return counts
+
+
+def child_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def fresh_server(work: str, rdb: str, name: str) -> RedisServer:
+    directory = os.path.join(work, name)
+    os.makedirs(directory)
+    shutil.copyfile(rdb, os.path.join(directory, 'dump.rdb'))
+    return RedisServer(workdir=directory).start()
+
+
+def run_baseline(server: RedisServer) -> dict:
+    cli = shutil.which('redis-cli')
+    command = (f"{cli} -p {server.port} --scan --pattern '{PATTERN}' | "
+               f"xargs -n 1000 {cli} -p {server.port} unlink > /dev/null")
+    start = time.monotonic()
+    subprocess.run(['bash', '-c', command], check=True)
+    return {'wall_s': time.monotonic() - start, 'left': server.client().dbsize()}
+
+
+def run_direct(port: int, backend: str, backup: str, batch: int) -> dict:
+    out = subprocess.run([sys.executable, '-c', DIRECT, COLLECTIONS, backend, str(port), backup, str(batch)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def run_ansible(port: int, backup: str, batch: int) -> dict:
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1',
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
+    start = time.monotonic()
+    out = subprocess.run([os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_session_sweep', '-o',
+                          '-a', f'login_host=127.0.0.1 login_port={port} state=swept backup_path={backup} batch_size={batch}'],
+                         check=True, capture_output=True, text=True, env=env)
+    result = json.loads(out.stdout.split('=>', 1)[1])
+    result['wall_s'] = time.monotonic() - start
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sessions', type=int, default=1_000_000)
+    parser.add_argument('--batch-size', type=int, default=1000)
+    parser.add_argument('--max-rss-mb', type=float, default=100.0)
+    parser.add_argument('--skip-cluster', action='store_true')
+    args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix='vllm-dr-bench-sweep-')
+    failures = []
+    try:
+        now = time.time()
+        with RedisServer(workdir=os.path.join(work, 'seed')) as seeder:
+            start = time.monotonic()
+            counts = seed(seeder.client(), args.sessions, now)
+            seeder.client().save()
+            rdb = os.path.join(work, 'sessions.rdb')
+            shutil.copyfile(seeder.rdb_path, rdb)
+        print(f'seeded {args.sessions:,} sessions ({counts["expired"]:,} expired, {counts["malformed"]:,} malformed) '
+              f'in {time.monotonic() - start:.1f}s; RDB {os.path.getsize(rdb) / 2**20:.0f} MiB')
+
+        server = fresh_server(work, rdb, 'baseline')
+        try:
+            baseline = run_baseline(server)
+        finally:
+            server.stop()
+        print(f'baseline  redis-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s '
+              f'(deleted all {args.sessions:,}, no condition, no backup)')
+
+        rows = []
+        for name in ('direct', 'ansible'):
+            server = fresh_server(work, rdb, name)
+            backup = os.path.join(work, f'{name}.jsonl')
+            rss_before = child_rss_mb()
+            try:
+                result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
+                    else run_ansible(server.port, backup, args.batch_size)
+                left = server.client().dbsize()
+            finally:
+                server.stop()
+            rss = result.get('peak_rss_mb') or child_rss_mb()
+            if rss < rss_before:
+                rss = rss_before
+            ratio = result['wall_s'] / baseline['wall_s']
+            rows.append((name, result, rss, ratio))
+            print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s ({ratio:.2f}x baseline), peak RSS {rss:.0f} MB; '
+                  f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
+                  f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB')
+            if result['deleted'] != counts['expired'] or left != args.sessions - counts['expired']:
+                failures.append(f'{name}: wrong counts')
+            if rss > args.max_rss_mb:
+                failures.append(f'{name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
+        targets = {'direct': 1.0, 'ansible': 1.2}
+        for name, _result, _rss, ratio in rows:
+            if ratio > targets[name]:
+                failures.append(f'{name}: {ratio:.2f}x baseline > {targets[name]}x')
+
+        if not args.skip_cluster:
+            with RedisClusterSet(3, workdir=os.path.join(work, 'cluster')) as cluster:
+                start = time.monotonic()
+                seed(cluster.client(), args.sessions, now)
+                print(f'cluster seeded in {time.monotonic() - start:.1f}s')
+                result = run_direct(cluster.nodes[0].port, 'redis_cluster', os.path.join(work, 'cluster.jsonl'),
+                                    args.batch_size)
+            print(f'cluster   vllm_session_sweep on 3 primaries: {result["wall_s"]:.2f}s '
+                  f'({result["wall_s"] / baseline["wall_s"]:.2f}x the standalone baseline), '
+                  f'peak RSS {result["peak_rss_mb"]:.0f} MB, deleted {result["deleted"]:,}')
+            if result['deleted'] != counts['expired']:
+                failures.append('cluster: wrong counts')
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for failure in failures:
+        print(f'FAIL: {failure}')
+    if not failures:
+        print('ok: every target met')
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
