@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -73,10 +72,6 @@ def seed(client, sessions: int, now: float) -> dict:
     return counts
 
 
-def child_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-
-
 def fresh_server(work: str, rdb: str, name: str) -> RedisServer:
     directory = os.path.join(work, name)
     os.makedirs(directory)
@@ -99,15 +94,26 @@ def run_direct(port: int, backend: str, backup: str, batch: int) -> dict:
     return json.loads(out.stdout)
 
 
+# Runs a command and reports the peak RSS of it and its descendants (the module's process
+# under ansible), without the redis-servers this benchmark itself started.
+MEASURE = r'''
+import json, resource, subprocess, sys, time
+start = time.monotonic()
+out = subprocess.run(sys.argv[1:], check=True, capture_output=True, text=True)
+print(json.dumps({"stdout": out.stdout, "wall_s": time.monotonic() - start,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+'''
+
+
 def run_ansible(port: int, backup: str, batch: int) -> dict:
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1',
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
-    start = time.monotonic()
-    out = subprocess.run([os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_session_sweep', '-o',
-                          '-a', f'login_host=127.0.0.1 login_port={port} state=swept backup_path={backup} batch_size={batch}'],
-                         check=True, capture_output=True, text=True, env=env)
-    result = json.loads(out.stdout.split('=>', 1)[1])
-    result['wall_s'] = time.monotonic() - start
+    command = [os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_session_sweep', '-o',
+               '-a', f'login_host=127.0.0.1 login_port={port} state=swept backup_path={backup} batch_size={batch}']
+    out = subprocess.run([sys.executable, '-c', MEASURE] + command, check=True, capture_output=True, text=True, env=env)
+    measured = json.loads(out.stdout)
+    result = json.loads(measured['stdout'].split('=>', 1)[1])
+    result.update(wall_s=measured['wall_s'], peak_rss_mb=measured['peak_rss_mb'])
     return result
 
 
@@ -144,16 +150,13 @@ def main() -> int:
         for name in ('direct', 'ansible'):
             server = fresh_server(work, rdb, name)
             backup = os.path.join(work, f'{name}.jsonl')
-            rss_before = child_rss_mb()
             try:
                 result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
                     else run_ansible(server.port, backup, args.batch_size)
                 left = server.client().dbsize()
             finally:
                 server.stop()
-            rss = result.get('peak_rss_mb') or child_rss_mb()
-            if rss < rss_before:
-                rss = rss_before
+            rss = result['peak_rss_mb']
             ratio = result['wall_s'] / baseline['wall_s']
             rows.append((name, result, rss, ratio))
             print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s ({ratio:.2f}x baseline), peak RSS {rss:.0f} MB; '

@@ -14,7 +14,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import sys
 import time
+import urllib.parse
 import urllib.request
 
 LOOPBACK = '127.0.0.1'
@@ -60,6 +62,9 @@ class _Process:
     def _command(self) -> list:
         raise NotImplementedError
 
+    def _environment(self) -> dict:
+        return dict(os.environ)
+
     def _ready(self) -> bool:
         raise NotImplementedError
 
@@ -71,7 +76,8 @@ class _Process:
             self._choose_ports()
             with open(self.log_path, 'ab') as log:
                 self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-                    self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+                    self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+                    env=self._environment())
             if self._wait_ready():
                 return self
             self._terminate()
@@ -346,3 +352,51 @@ class RedisClusterSet:
 
     def __exit__(self, *exc_info):
         self.stop()
+
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class IdpServer(_Process):
+    """The lab's OAuth2 identity provider (tests/lab/idp.py) under waitress, with its own SQLite file."""
+
+    name = 'idp'
+
+    def __init__(self, workdir: str | None = None):
+        super().__init__(workdir)
+        self.port = None
+        self.db_path = os.path.join(self.dir, 'idp.db')
+
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f'http://{LOOPBACK}:{self.port}'
+
+    def _command(self) -> list:
+        return [sys.executable, '-m', 'lab.idp', '--db', self.db_path, '--port', str(self.port)]
+
+    def _environment(self) -> dict:
+        return dict(os.environ, PYTHONPATH=TESTS_DIR)
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(f'{self.url}/healthz', timeout=1) as response:  # nosec: loopback only
+            return json.load(response).get('status') == 'ok'
+
+    def token(self, client_id: str = 'svc-vllm', secret: str = 'svc-vllm-lab-secret', **form) -> dict:
+        """POST /oauth/token with client_secret_basic; client_credentials unless ``form`` says otherwise."""
+        form.setdefault('grant_type', 'client_credentials')
+        request = urllib.request.Request(f'{self.url}/oauth/token', data=urllib.parse.urlencode(form).encode(),
+                                         headers={'Authorization': _basic(client_id, secret)})
+        with urllib.request.urlopen(request, timeout=5) as response:  # nosec: loopback only
+            return json.load(response)
+
+    def rotate(self, refresh_token: str) -> dict:
+        """A refresh at the provider: a new refresh token, the old one revoked."""
+        return self.token(grant_type='refresh_token', refresh_token=refresh_token)
+
+
+def _basic(client_id: str, secret: str) -> str:
+    import base64  # pylint: disable=import-outside-toplevel
+    return 'Basic ' + base64.b64encode(f'{client_id}:{secret}'.encode()).decode()

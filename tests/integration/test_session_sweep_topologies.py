@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _etcd_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
-from harness.servers import RedisClusterSet, RedisServer, SentinelServer, TlsFiles
+from harness.servers import IdpServer, RedisClusterSet, RedisServer, SentinelServer, TlsFiles
 from harness.sessions import ETCD_PREFIX, PREFIX, dump_etcd, dump_redis, iso, seed_etcd, seed_redis, session
 
 # What a sweeper needs and nothing more: its own keys, and the commands of the scripts.
@@ -192,3 +192,60 @@ def test_etcd_max_delete_and_unreachable_endpoint(capsys, etcd_server):
     assert down['failed'] is True and down['msg'].startswith('cannot reach etcd (http://127.0.0.1:1:')
     bad = run(capsys, backend='etcd', etcd_endpoints=['ftp://x'], timeout=2)
     assert bad['failed'] is True and "etcd_endpoints entry 'ftp://x' is not a URL" in bad['msg']
+
+
+@pytest.fixture(scope='module')
+def idp(tmp_path_factory):
+    with IdpServer(workdir=str(tmp_path_factory.mktemp('idp'))) as server:
+        yield server
+
+
+def introspection(idp, **extra):
+    args = dict(select='revoked', introspection_url=f'{idp.url}/oauth/introspect',
+                introspection_client_id='vllm-dr', introspection_client_secret='vllm-dr-lab-secret')
+    args.update(extra)
+    return args
+
+
+def test_revoked_select_removes_only_sessions_whose_token_the_provider_rotated(capsys, idp, redis_server, tmp_path):
+    client = redis_server.client()
+    rotated, kept = [], []
+    for i in range(10):
+        token = idp.token()
+        sid = f's{i}'
+        # every session still valid by its clock: only the provider knows which were rotated
+        fields = {'access_token': token['access_token'], 'refresh_token': token['refresh_token'],
+                  'expires_at': iso(time.time() + 3600)}
+        client.hset(PREFIX + sid, mapping=fields)
+        if i % 3 == 0:
+            idp.rotate(token['refresh_token'])
+            rotated.append(sid)
+        else:
+            kept.append(sid)
+    client.hset(PREFIX + 'no-token', mapping={'expires_at': iso(time.time() + 3600)})
+    args = dict(login_host='127.0.0.1', login_port=redis_server.port, **introspection(idp))
+    reported = run(capsys, **args)
+    assert reported['matched'] == len(rotated) and reported['malformed'] == 1
+    swept = run(capsys, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert swept['deleted'] == len(rotated) and sorted(swept['sample_ids']) == sorted(rotated)
+    left = sorted(key.decode()[len(PREFIX):] for key in client.scan_iter(match=PREFIX + '*'))
+    assert left == sorted(kept + ['no-token'])
+    assert 'rt-' not in json.dumps(swept) and all(token not in json.dumps(swept) for token in left)
+
+
+def test_revoked_select_with_wrong_introspection_secret_fails_before_deleting(capsys, idp, redis_server):
+    client = redis_server.client()
+    client.hset(PREFIX + 'a', mapping=dict(idp.token(), expires_at=iso(time.time() + 60)))
+    result = run(capsys, login_host='127.0.0.1', login_port=redis_server.port, state='swept', backup=False,
+                 **introspection(idp, introspection_client_secret='not-the-secret'))
+    assert result['failed'] is True
+    assert 'rejected the client credentials (HTTP 401)' in result['msg'] and 'not-the-secret' not in result['msg']
+    assert client.exists(PREFIX + 'a') == 1
+
+
+def test_revoked_select_with_the_provider_down_fails_with_one_line(capsys, redis_server):
+    redis_server.client().hset(PREFIX + 'a', mapping={'refresh_token': 'x', 'expires_at': iso(time.time() + 60)})
+    result = run(capsys, login_host='127.0.0.1', login_port=redis_server.port, select='revoked', timeout=2,
+                 introspection_url='http://127.0.0.1:1/oauth/introspect', introspection_client_id='vllm-dr',
+                 introspection_client_secret='a-real-looking-secret')
+    assert result['failed'] is True and 'cannot ask the introspection endpoint' in result['msg']
