@@ -13,7 +13,7 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test sanity lint unit integration build bench-cache bench-sweep clean
+.PHONY: help deps test sanity lint unit integration build bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
@@ -55,3 +55,10 @@ clean:
 
 bench-sweep: deps
 	$(BIN)/python tests/bench/bench_sweep.py --sessions 1000000
+
+bench-lab: deps
+	$(BIN)/python tests/bench/bench_lab.py
+
+# The incident lab by hand: make lab CMD=up|snapshot|rotate|restore|status|refresh\ s0|down
+lab: deps
+	cd tests && $(BIN)/python -m lab.labctl $(CMD)

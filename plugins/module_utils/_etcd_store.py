@@ -15,6 +15,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import base64
+import json
 import traceback
 import urllib.parse
 
@@ -170,6 +171,40 @@ class EtcdStore:
 
     def restore_partition_for(self, entries):
         return [(self, list(entries))]
+
+    def _read_session(self, session_id: str):
+        key = self.prefix + session_id.encode('utf-8')
+        kvs = self._call('/kv/range', {'key': _b64(key)}).get('kvs', [])
+        if not kvs:
+            return key, None, None
+        return key, base64.b64decode(kvs[0].get('value', '')), int(kvs[0]['mod_revision'])
+
+    def get_session(self, session_id: str):
+        """The fields of one session (its JSON object, as bytes), or None."""
+        _key, value, _revision = self._read_session(session_id)
+        if value is None:
+            return None
+        try:
+            document = json.loads(value)
+        except ValueError:
+            raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix') from None
+        if not isinstance(document, dict):
+            raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix')
+        return {str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode() for k, v in document.items()}
+
+    def swap_tokens(self, session_id: str, expected_refresh: bytes, fields: dict) -> str:
+        """Compare-and-set on mod_revision; 'written', 'already' or 'conflict' as for Redis."""
+        key, value, revision = self._read_session(session_id)
+        document = json.loads(value) if value else {}
+        current = str(document.get('refresh_token', '')).encode()
+        if current == fields[b'refresh_token']:
+            return 'already'
+        if current != expected_refresh:
+            return 'conflict'
+        document.update({k.decode(): v.decode() for k, v in fields.items()})
+        written = self._txn([{'key': _b64(key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}],
+                            [{'request_put': {'key': _b64(key), 'value': _b64(json.dumps(document).encode())}}])
+        return 'written' if written else 'conflict'
 
     def session_id(self, key: bytes) -> str:
         return key[len(self.prefix):].decode('utf-8', 'replace')

@@ -240,6 +240,18 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# KEYS[1] the session; ARGV: the refresh token that was used, the new one, then the
+# fields to write. Compare-and-set: a session refreshed by someone else meanwhile is
+# left alone (1 written, 2 already holds the new token, 0 changed by someone else).
+SWAP_SCRIPT = """
+local current = redis.call('HGET', KEYS[1], 'refresh_token')
+if current == ARGV[2] then return 2 end
+if current ~= ARGV[1] then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
 def check_pattern(pattern: str) -> str:
     """The literal prefix of a SCAN pattern; refuse patterns that would match every key."""
     prefix = ''
@@ -544,6 +556,33 @@ class RedisStore:
     def session_id(self, key: bytes) -> str:
         text = key.decode('utf-8', 'replace')
         return text[len(self.prefix):] if text.startswith(self.prefix) else text
+
+    def _key_client(self):
+        return self._cluster_client if self._cluster_client is not None else self._partitions[0].client
+
+    def get_session(self, session_id: str):
+        """The fields of one session hash, or None."""
+        key = (self.prefix + session_id).encode('utf-8')
+        try:
+            fields = self._key_client().hgetall(key)
+        except redis.ResponseError as exc:
+            raise StoreError(f'session {session_id} is not a hash ({_error_text(exc)}); check session_id and key_pattern') from None
+        except redis.RedisError as exc:
+            raise StoreError(_describe_error(exc, self.location)) from None
+        return fields or None
+
+    def swap_tokens(self, session_id: str, expected_refresh: bytes, fields: dict) -> str:
+        """Store rotated tokens only if the session still holds ``expected_refresh``.
+
+        Returns 'written', 'already' (the service stored the same tokens) or 'conflict'.
+        """
+        key = (self.prefix + session_id).encode('utf-8')
+        flat = [part for pair in fields.items() for part in pair]
+        try:
+            outcome = self._key_client().eval(SWAP_SCRIPT, 1, key, expected_refresh, fields[b'refresh_token'], *flat)
+        except redis.RedisError as exc:
+            raise StoreError(_describe_error(exc, self.location)) from None
+        return {1: 'written', 2: 'already'}.get(int(outcome), 'conflict')
 
     def close(self) -> None:
         for partition in self._partitions:

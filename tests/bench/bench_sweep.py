@@ -106,9 +106,9 @@ print(json.dumps({"stdout": out.stdout, "wall_s": time.monotonic() - start,
 
 
 def run_ansible(port: int, backup: str, batch: int) -> dict:
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1',
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_STDOUT_CALLBACK='minimal',
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_INVENTORY_UNPARSED_WARNING='0')
-    command = [os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_session_sweep', '-o',
+    command = [os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_session_sweep',
                '-a', f'login_host=127.0.0.1 login_port={port} state=swept backup_path={backup} batch_size={batch}']
     out = subprocess.run([sys.executable, '-c', MEASURE] + command, check=True, capture_output=True, text=True, env=env)
     measured = json.loads(out.stdout)

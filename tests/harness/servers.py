@@ -357,8 +357,17 @@ class RedisClusterSet:
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def gunicorn_command(app: str, port: int, certfile: str | None = None, keyfile: str | None = None) -> list:
+    """A lab WSGI app (module:factory() under tests/) served by gunicorn on loopback."""
+    command = [sys.executable, '-m', 'gunicorn', '--bind', f'{LOOPBACK}:{port}', '--workers', '1', '--threads', '4',
+               '--chdir', TESTS_DIR, '--error-logfile', '-', '--log-level', 'warning']
+    if certfile:
+        command += ['--certfile', certfile, '--keyfile', keyfile]
+    return command + [app]
+
+
 class IdpServer(_Process):
-    """The lab's OAuth2 identity provider (tests/lab/idp.py) under waitress, with its own SQLite file."""
+    """The lab's OAuth2 identity provider (tests/lab/idp.py) under gunicorn, with its own SQLite file."""
 
     name = 'idp'
 
@@ -375,10 +384,10 @@ class IdpServer(_Process):
         return f'http://{LOOPBACK}:{self.port}'
 
     def _command(self) -> list:
-        return [sys.executable, '-m', 'lab.idp', '--db', self.db_path, '--port', str(self.port)]
+        return gunicorn_command('lab.idp:create_app()', self.port)
 
     def _environment(self) -> dict:
-        return dict(os.environ, PYTHONPATH=TESTS_DIR)
+        return dict(os.environ, PYTHONPATH=TESTS_DIR, VLLM_LAB_IDP_DB=self.db_path)
 
     def _ready(self) -> bool:
         with urllib.request.urlopen(f'{self.url}/healthz', timeout=1) as response:  # nosec: loopback only

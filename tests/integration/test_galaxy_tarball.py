@@ -27,6 +27,7 @@ def installed(tmp_path_factory):
     """The tarball built from this checkout, installed into an otherwise empty collections path."""
     work = tmp_path_factory.mktemp('galaxy')
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(work / 'collections'), ANSIBLE_NOCOLOR='1',
+               ANSIBLE_STDOUT_CALLBACK='minimal',
                ANSIBLE_LOCAL_TEMP=str(work / 'tmp'))
     built = run(['ansible-galaxy', 'collection', 'build', '--output-path', str(work), ROOT], env)
     assert built.returncode == 0, built.stderr
@@ -52,7 +53,7 @@ def test_installed_module_runs_ad_hoc(installed):
     cache = installed['work'] / 'token_cache.db'
     make_cache(cache, expiring(3))
     result = run(['ansible', 'localhost', '-m', 'inferops.vllm_dr.vllm_token_cache',
-                  '-a', f'path={cache} restored_at=2999-01-01T00:00:00Z', '-o'], installed['env'])
+                  '-a', f'path={cache} restored_at=2999-01-01T00:00:00Z'], installed['env'])
     assert result.returncode == 0, result.stdout + result.stderr
     payload = json.loads(result.stdout.split('=>', 1)[1])
     assert payload['rows'] == 3 and payload['expired_rows'] == 3 and payload['stale'] is True

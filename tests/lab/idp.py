@@ -10,13 +10,11 @@
 The lab issues a refresh token with client_credentials too: the gateway's own
 service session is created that way and refreshed like any other session.
 
-Run: python -m lab.idp --db FILE --port N [--clients-file FILE]  (served by waitress/gunicorn in labctl).
+Served by gunicorn: ``gunicorn 'lab.idp:create_app()'`` with VLLM_LAB_IDP_DB naming the SQLite file.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 
@@ -74,7 +72,8 @@ class ClientCredentialsGrant(grants.ClientCredentialsGrant):
         return 200, token, self.TOKEN_RESPONSE_HEADER
 
 
-def create_app(db_path: str, clients: dict | None = None) -> Flask:
+def create_app(db_path: str | None = None, clients: dict | None = None) -> Flask:
+    db_path = db_path or os.environ['VLLM_LAB_IDP_DB']
     engine = create_engine(f'sqlite:///{db_path}', connect_args={'check_same_thread': False, 'timeout': 30})
     Base.metadata.create_all(engine)
     db = scoped_session(sessionmaker(bind=engine))
@@ -191,22 +190,3 @@ def _register_clients(db, clients: dict) -> None:
                                     'token_endpoint_auth_method': 'client_secret_basic', 'scope': 'inference'})
         db.add(client)
     db.commit()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description='vllm_dr lab identity provider')
-    parser.add_argument('--db', required=True)
-    parser.add_argument('--host', default='127.0.0.1')
-    parser.add_argument('--port', type=int, required=True)
-    parser.add_argument('--clients-file', help='JSON object of client id -> secret')
-    args = parser.parse_args()
-    clients = None
-    if args.clients_file:
-        with open(args.clients_file, encoding='utf-8') as handle:
-            clients = json.load(handle)
-    from waitress import serve  # pylint: disable=import-outside-toplevel
-    serve(create_app(os.path.abspath(args.db), clients), host=args.host, port=args.port, threads=8, _quiet=True)
-
-
-if __name__ == '__main__':
-    main()

@@ -1,0 +1,137 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Call the vLLM refresh endpoint and /healthz, and say what the answer means.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.error
+
+from ansible.module_utils.urls import open_url
+
+from ._timestamps import iso_utc
+
+HEALTHY, STALE, UNAUTHORIZED, SERVER_ERROR = 'healthy', 'stale_token', 'unauthorized', 'server_error'
+UNREACHABLE, TLS_ERROR, UNEXPECTED = 'unreachable', 'tls_error', 'unexpected'
+BACKOFF_SECONDS = 0.5
+
+ADVICE = {
+    STALE: 'the refresh token was rotated or revoked at the identity provider: purge the token cache, '
+           'sweep the sessions and restart the service (the inferops.vllm_dr runbook)',
+    UNAUTHORIZED: 'the endpoint refused the caller: check client_id and the probe session',
+    SERVER_ERROR: 'the service or its identity provider is failing: check their logs',
+    UNREACHABLE: 'nothing answered: check url and that the service is up',
+    TLS_ERROR: 'the TLS handshake failed: give ca_path (or the client certificate) or check the host name',
+    UNEXPECTED: 'the answer is not a refresh response: check url',
+}
+
+
+class Http:
+    """open_url with the TLS options of the module; never logs a header."""
+
+    def __init__(self, timeout: float, validate_certs: bool, ca_path=None, client_cert=None, client_key=None,
+                 headers=None):
+        self.options = dict(timeout=timeout, validate_certs=validate_certs, ca_path=ca_path,
+                            client_cert=client_cert, client_key=client_key)
+        self.headers = dict(headers or {})
+
+    def call(self, url: str, method: str = 'GET', body=None, headers=None):
+        """(status, parsed JSON or None, failure): failure is (classification, reason) when no HTTP answer came."""
+        all_headers = dict(self.headers, **(headers or {}))
+        try:
+            response = open_url(url, data=body, method=method, headers=all_headers, **self.options)
+            return response.status, _json(response.read()), None
+        except urllib.error.HTTPError as exc:
+            return exc.code, _json(exc.read()), None
+        except (ssl.SSLError, ssl.CertificateError) as exc:
+            return None, None, (TLS_ERROR, _reason(exc))
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (ssl.SSLError, ssl.CertificateError)) or 'CERTIFICATE_VERIFY_FAILED' in str(reason):
+                return None, None, (TLS_ERROR, _reason(reason))
+            return None, None, (UNREACHABLE, _reason(reason))
+        except (OSError, ValueError) as exc:
+            if 'certificate' in str(exc).lower() or 'ssl' in type(exc).__name__.lower():
+                return None, None, (TLS_ERROR, _reason(exc))
+            return None, None, (UNREACHABLE, _reason(exc))
+
+
+def _json(raw: bytes):
+    try:
+        return json.loads(raw or b'null')
+    except ValueError:
+        return None
+
+
+def _reason(exc) -> str:
+    return str(getattr(exc, 'reason', None) or exc).splitlines()[0][:200]
+
+
+def classify(status, body, failure) -> tuple:
+    """(classification, error, error_description) for one answer."""
+    if failure is not None:
+        return failure[0], failure[1], None
+    body = body if isinstance(body, dict) else {}
+    error, description = body.get('error'), body.get('error_description')
+    if 200 <= status < 300:
+        if body.get('refresh_token') or body.get('access_token'):
+            return HEALTHY, None, None
+        return UNEXPECTED, 'no token in the response', None
+    if status in (400, 401) and error == 'invalid_grant':
+        return STALE, error, description
+    if status in (401, 403):
+        return UNAUTHORIZED, error or f'HTTP {status}', description
+    if status >= 500:
+        return SERVER_ERROR, error or f'HTTP {status}', description
+    return UNEXPECTED, error or f'HTTP {status}', description
+
+
+def refresh(http: Http, url: str, client_id: str, refresh_token: str, retries: int) -> dict:
+    """POST the refresh; retry connection failures and 5xx with backoff, never a 4xx."""
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        status, body, failure = http.call(url, 'POST', json.dumps({'client_id': client_id}),
+                                          {'Authorization': f'Bearer {refresh_token}', 'Content-Type': 'application/json'})
+        classification, error, description = classify(status, body, failure)
+        retryable = classification in (UNREACHABLE, SERVER_ERROR)
+        if not retryable or attempts > retries:
+            break
+        time.sleep(BACKOFF_SECONDS * 2 ** (attempts - 1))
+    result = {'status': status, 'classification': classification, 'error': error, 'error_description': description,
+              'attempts': attempts, 'elapsed_ms': int((time.monotonic() - started) * 1000)}
+    return result, (body if classification == HEALTHY else None)
+
+
+def health(http: Http, url: str):
+    status, _body, failure = http.call(url)
+    return status, (None if failure is None else failure[1])
+
+
+def rotated_fields(tokens: dict) -> dict:
+    """The session fields a successful refresh replaces."""
+    expires_at = time.time() + int(tokens.get('expires_in') or 3600)
+    fields = {b'refresh_token': str(tokens['refresh_token']).encode(), b'expires_at': iso_utc(expires_at).encode()}
+    if tokens.get('access_token'):
+        fields[b'access_token'] = str(tokens['access_token']).encode()
+    return fields
+
+
+def failure_message(result: dict) -> str:
+    """One line for expect=healthy: the classification, the provider's words, the fix."""
+    parts = [f'refresh probe: {result["classification"]}']
+    if result.get('status'):
+        parts.append(f'HTTP {result["status"]}')
+    if result.get('error'):
+        parts.append(str(result['error']) + (f': {result["error_description"]}' if result.get('error_description') else ''))
+    if result['classification'] == HEALTHY and result.get('health_status') != 200:
+        return f'refresh probe: healthy refresh but health check answered {result.get("health_status")}; check health_url'
+    return ', '.join(parts) + f'; {ADVICE.get(result["classification"], "")}'.rstrip('; ')

@@ -1,0 +1,287 @@
+#!/usr/bin/python
+
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_refresh_probe
+short_description: Probe the vLLM token refresh path and tell a healthy one from a stale one
+version_added: 0.1.0
+description:
+  - Calls the vLLM refresh endpoint (C(POST /api/v1/refresh_token) with a Bearer refresh token and a JSON body
+    holding O(client_id)) and, optionally, C(/healthz), and classifies the answer. After a restore from a
+    snapshot a stale token gives RV(classification=stale_token) (C(401 invalid_grant)).
+  - The refresh token comes from O(refresh_token), or is read inside the module from the session O(session_id)
+    in the session store, so it never passes through Ansible variables.
+  - A successful refresh rotates the token. With O(session_id) the new tokens are written back into that
+    session (compare-and-set on the old refresh token), so a probe never silently burns a real session. Use a
+    dedicated probe session all the same, for example the service's own session.
+  - Connection failures and 5xx answers are retried with backoff; a 4xx never is.
+author:
+  - inferops SRE (@inferops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - inferops.vllm_dr.session_store
+attributes:
+  check_mode:
+    support: full
+    details: A refresh is a state change, so it is skipped (RV(skipped)); the health check still runs.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  url:
+    description:
+      - The refresh endpoint, for example C(https://vllm.example.com/api/v1/refresh_token).
+    type: str
+    required: true
+  client_id:
+    description:
+      - Sent as the C(client_id) member of the JSON body of the refresh request.
+    type: str
+    default: svc-vllm
+  refresh_token:
+    description:
+      - The refresh token to present. Mutually exclusive with O(session_id); prefer O(session_id).
+    type: str
+  session_id:
+    description:
+      - Read the refresh token from this session in the session store (O(backend) and the connection options).
+    type: str
+  write_back:
+    description:
+      - With O(session_id), store the rotated tokens back into the session. Defaults to V(true) with
+        O(session_id); it cannot be used with O(refresh_token).
+    type: bool
+  health_url:
+    description:
+      - Also C(GET) this URL (for example C(/healthz)) and expect 200.
+    type: str
+  timeout:
+    description:
+      - Seconds for each HTTP call (and for the session store).
+    type: float
+    default: 10.0
+  retries:
+    description:
+      - Retries after a connection failure or a 5xx answer, with backoff (0.5 s, 1 s, 2 s, ...). 4xx answers are
+        never retried.
+    type: int
+    default: 3
+  validate_certs:
+    description:
+      - Verify TLS certificates, of the endpoint and of a Redis store over TLS.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - CA bundle for the endpoint's certificate.
+    type: path
+  client_cert:
+    description:
+      - Client certificate for the endpoint (and for etcd, with O(backend=etcd)).
+    type: path
+  client_key:
+    description:
+      - Key of O(client_cert).
+    type: path
+  headers:
+    description:
+      - Extra HTTP headers for both calls.
+    type: dict
+  expect:
+    description:
+      - V(any) reports the classification and never fails on it.
+      - V(healthy) fails, with the classification and the provider's error in one line, unless the refresh
+        succeeds and the health check (when O(health_url) is given) answers 200. In check mode only the health
+        check is judged.
+    type: str
+    choices: [any, healthy]
+    default: any
+notes:
+  - Tokens never appear in results, messages or logs; session ids may.
+"""
+
+EXAMPLES = r"""
+- name: Does the refresh path work? (token read from the service's own session)
+  inferops.vllm_dr.vllm_refresh_probe:
+    url: https://vllm.example.com/api/v1/refresh_token
+    health_url: https://vllm.example.com/healthz
+    session_id: svc
+    login_host: redis-service
+  register: probe
+
+- name: Fail the recovery unless refreshes work again
+  inferops.vllm_dr.vllm_refresh_probe:
+    url: https://vllm.example.com/api/v1/refresh_token
+    health_url: https://vllm.example.com/healthz
+    ca_path: /etc/ssl/internal-ca.pem
+    session_id: svc
+    login_host: redis-service
+    expect: healthy
+"""
+
+RETURN = r"""
+status:
+  description: HTTP status of the refresh; V(null) when no answer came or the refresh was skipped.
+  type: int
+  returned: always
+  sample: 401
+classification:
+  description: >-
+    V(healthy), V(stale_token) (400/401 with C(invalid_grant)), V(unauthorized), V(server_error), V(unreachable),
+    V(tls_error), V(unexpected), or V(skipped) in check mode.
+  type: str
+  returned: always
+  sample: stale_token
+error:
+  description: The provider's C(error), or why no answer came.
+  type: str
+  returned: always
+  sample: invalid_grant
+error_description:
+  description: The provider's C(error_description).
+  type: str
+  returned: always
+  sample: Refresh token has been revoked
+attempts:
+  description: Refresh requests made.
+  type: int
+  returned: always
+  sample: 1
+elapsed_ms:
+  description: Milliseconds spent on the refresh, retries included.
+  type: int
+  returned: always
+  sample: 12
+rotated:
+  description: Whether the refresh returned a new refresh token.
+  type: bool
+  returned: always
+  sample: true
+written_back:
+  description: V(written), V(already) (the service stored the same tokens), V(conflict) (the session changed meanwhile), or V(null).
+  type: str
+  returned: always
+  sample: written
+health_status:
+  description: HTTP status of O(health_url); V(null) without it or when no answer came.
+  type: int
+  returned: always
+  sample: 200
+skipped:
+  description: V(true) in check mode, where no refresh is made.
+  type: bool
+  returned: always
+  sample: false
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
+    HEALTHY, Http, failure_message, health, refresh, rotated_fields)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
+
+
+def argument_spec() -> dict:
+    spec = session_store_argument_spec()
+    spec.update(
+        url=dict(type='str', required=True),
+        client_id=dict(type='str', default='svc-vllm'),
+        refresh_token=dict(type='str', no_log=True),
+        session_id=dict(type='str'),
+        write_back=dict(type='bool'),
+        health_url=dict(type='str'),
+        retries=dict(type='int', default=3),
+        ca_path=dict(type='path'),
+        headers=dict(type='dict'),
+        expect=dict(type='str', default='any', choices=['any', 'healthy']),
+    )
+    return spec
+
+
+def read_token(params: dict):
+    """(store, refresh token bytes) for session_id; the token stays inside the module."""
+    store = open_store(params)
+    try:
+        fields = store.get_session(params['session_id'])
+    except StoreError:
+        store.close()
+        raise
+    token = (fields or {}).get(b'refresh_token')
+    if not token:
+        store.close()
+        what = 'does not exist' if fields is None else 'has no refresh_token'
+        raise StoreError(f'session {params["session_id"]} {what}; give the id of a session the service keeps '
+                         '(a dedicated probe session, or the service\'s own)')
+    return store, token
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    if params['retries'] < 0:
+        raise StoreError('retries cannot be negative; give 0 to try once')
+    if params['write_back'] and not params['session_id']:
+        raise StoreError('write_back needs session_id: without a session there is nowhere to store the rotated token')
+    http = Http(params['timeout'], params['validate_certs'], params['ca_path'], params['client_cert'],
+                params['client_key'], params['headers'])
+    result = {'status': None, 'classification': 'skipped', 'error': None, 'error_description': None, 'attempts': 0,
+              'elapsed_ms': 0, 'rotated': False, 'written_back': None, 'health_status': None,
+              'skipped': module.check_mode}
+    store = None
+    try:
+        if params['session_id']:
+            store, token = read_token(params)
+        else:
+            token = (params['refresh_token'] or '').encode()
+            if not token:
+                raise StoreError('give session_id (preferred) or refresh_token')
+        if not module.check_mode:
+            outcome, tokens = refresh(http, params['url'], params['client_id'], token.decode('utf-8', 'replace'),
+                                      params['retries'])
+            result.update(outcome)
+            if tokens:
+                new_token = str(tokens.get('refresh_token') or '').encode()
+                result['rotated'] = bool(new_token) and new_token != token
+                if store is not None and result['rotated'] and params['write_back'] is not False:
+                    result['written_back'] = store.swap_tokens(params['session_id'], token, rotated_fields(tokens))
+    finally:
+        if store is not None:
+            store.close()
+    if params['health_url']:
+        result['health_status'], health_error = health(http, params['health_url'])
+        if health_error and not result['error']:
+            result['error'] = health_error
+    result['changed'] = result['rotated']
+    return result
+
+
+def healthy_enough(result: dict, check_mode: bool, wants_health: bool) -> bool:
+    health_ok = not wants_health or result['health_status'] == 200
+    return health_ok and (check_mode or result['classification'] == HEALTHY)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        mutually_exclusive=[('refresh_token', 'session_id')],
+        required_one_of=[('refresh_token', 'session_id')],
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except StoreError as exc:
+        module.fail_json(msg=str(exc))
+    wants_health = bool(module.params['health_url'])
+    if module.params['expect'] == 'healthy' and not healthy_enough(result, module.check_mode, wants_health):
+        module.fail_json(msg=failure_message(result), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

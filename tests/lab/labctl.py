@@ -1,0 +1,344 @@
+"""Drive the incident lab: up, snapshot, rotate, restore, down (and status, restart, refresh).
+
+    python -m lab.labctl --state DIR up [--sessions N] [--tls]
+    python -m lab.labctl --state DIR snapshot     # Redis SAVE + copies of the RDB and token_cache.db (mtime kept)
+    python -m lab.labctl --state DIR rotate       # every session refreshed at the provider: the snapshot's tokens are revoked
+    python -m lab.labctl --state DIR restore      # stop, put the RDB and the cache back, start
+    python -m lab.labctl --state DIR restart      # restart the gateway (the runbook's restart command)
+    python -m lab.labctl --state DIR refresh SID  # POST /api/v1/refresh_token with the session's stored token
+    python -m lab.labctl --state DIR down
+
+Everything listens on free loopback ports; DIR/lab.json records them, with the
+pids, the session ids and, after a restore, ``restored_at``. The services are
+real: redis-server, the Authlib identity provider and the gateway under gunicorn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, TESTS_DIR)
+
+from harness.servers import TlsFiles, free_port, gunicorn_command, require_binary  # noqa: E402  pylint: disable=wrong-import-position
+
+LAB_CLIENT = ('svc-vllm', 'svc-vllm-lab-secret')
+START_TIMEOUT = 30.0
+
+
+class LabError(RuntimeError):
+    pass
+
+
+class Lab:
+    def __init__(self, state_dir: str):
+        self.dir = os.path.abspath(state_dir)
+        self.state_file = os.path.join(self.dir, 'lab.json')
+        self.state = self._load()
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def _load(self) -> dict:
+        if os.path.exists(self.state_file):
+            with open(self.state_file, encoding='utf-8') as handle:
+                return json.load(handle)
+        return {}
+
+    def _save(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        with open(self.state_file, 'w', encoding='utf-8') as handle:
+            json.dump(self.state, handle, indent=2, sort_keys=True)
+
+    def path(self, *parts) -> str:
+        return os.path.join(self.dir, *parts)
+
+    @property
+    def gateway_url(self) -> str:
+        scheme = 'https' if self.state.get('tls') else 'http'
+        return f'{scheme}://127.0.0.1:{self.state["ports"]["gateway"]}'
+
+    @property
+    def idp_url(self) -> str:
+        return f'http://127.0.0.1:{self.state["ports"]["idp"]}'
+
+    @property
+    def config_path(self) -> str:
+        return self.path('vllm.yaml')
+
+    @property
+    def cache_path(self) -> str:
+        return self.path('data', 'token_cache.db')
+
+    @property
+    def log_path(self) -> str:
+        return self.path('logs', 'vllm.log')
+
+    # ---- processes ---------------------------------------------------------------------------
+
+    def _spawn(self, name: str, command: list, env: dict | None = None) -> None:
+        os.makedirs(self.path('logs'), exist_ok=True)
+        with open(self.path('logs', f'{name}.out'), 'ab') as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir,  # pylint: disable=consider-using-with
+                                       env=dict(os.environ, PYTHONPATH=TESTS_DIR, **(env or {})), start_new_session=True)
+        self.state.setdefault('pids', {})[name] = process.pid
+        self._save()
+
+    def _wait(self, name: str, probe) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self._alive(name):
+                raise LabError(f'{name} exited; see {self.path("logs", name + ".out")}')
+            try:
+                if probe():
+                    return
+            except Exception:  # pylint: disable=broad-except  # not up yet
+                pass
+            time.sleep(0.05)
+        raise LabError(f'{name} did not start in {START_TIMEOUT:g}s; see {self.path("logs", name + ".out")}')
+
+    def _alive(self, name: str) -> bool:
+        pid = self.state.get('pids', {}).get(name)
+        if not pid:
+            return False
+        try:
+            waited, _status = os.waitpid(pid, os.WNOHANG)
+            if waited == pid:
+                return False
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _stop(self, name: str) -> None:
+        pid = self.state.get('pids', {}).pop(name, None)
+        self._save()
+        if not pid:
+            return
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        return
+                except ChildProcessError:
+                    try:
+                        os.kill(pid, 0)
+                    except ProcessLookupError:
+                        return
+                time.sleep(0.05)
+
+    def _start_redis(self) -> None:
+        os.makedirs(self.path('redis'), exist_ok=True)
+        conf = self.path('redis', 'redis.conf')
+        with open(conf, 'w', encoding='utf-8') as handle:
+            handle.write('\n'.join([f'port {self.state["ports"]["redis"]}', 'bind 127.0.0.1', f'dir {self.path("redis")}',
+                                    'dbfilename dump.rdb', 'save ""', 'appendonly no', 'daemonize no',
+                                    f'logfile {self.path("logs", "redis.log")}']) + '\n')
+        self._spawn('redis', [require_binary('redis-server'), conf])
+
+    def _wait_redis(self) -> None:
+        self._wait('redis', lambda: self._redis().ping())
+
+    def _redis(self):
+        import redis  # pylint: disable=import-outside-toplevel
+        return redis.Redis(host='127.0.0.1', port=self.state['ports']['redis'], socket_timeout=5, decode_responses=True)
+
+    def _gunicorn(self, app: str, port: int, tls: bool = False) -> list:
+        files = self.state.get('tls_files', {}) if tls else {}
+        return gunicorn_command(app, port, files.get('cert'), files.get('key'))
+
+    def _start_idp(self) -> None:
+        self._spawn('idp', self._gunicorn('lab.idp:create_app()', self.state['ports']['idp']),
+                    {'VLLM_LAB_IDP_DB': self.path('idp', 'idp.db')})
+
+    def _wait_idp(self) -> None:
+        self._wait('idp', lambda: self._get(f'{self.idp_url}/healthz')[0] == 200)
+
+    def start_gateway(self) -> None:
+        self._spawn('gateway', self._gunicorn('lab.gateway:create_app()', self.state['ports']['gateway'],
+                                              tls=self.state.get('tls', False)),
+                    {'VLLM_LAB_CONFIG': self.config_path})
+        self._wait('gateway', lambda: self._get(f'{self.gateway_url}/healthz')[0] == 200)
+
+    def stop_gateway(self) -> None:
+        self._stop('gateway')
+
+    # ---- HTTP --------------------------------------------------------------------------------
+
+    def _context(self):
+        if not self.state.get('tls'):
+            return None
+        return ssl.create_default_context(cafile=self.state['tls_files']['ca'])
+
+    def _get(self, url: str):
+        with urllib.request.urlopen(url, timeout=5, context=self._context()) as response:  # nosec: the lab on loopback
+            return response.status, json.load(response)
+
+    def _post(self, url: str, payload: dict, headers: dict | None = None):
+        request = urllib.request.Request(url, data=json.dumps(payload).encode(), method='POST',
+                                         headers=dict({'Content-Type': 'application/json'}, **(headers or {})))
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=self._context()) as response:  # nosec: loopback
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b'{}')
+
+    # ---- the commands ------------------------------------------------------------------------
+
+    def up(self, sessions: int = 5, tls: bool = False) -> dict:
+        if self.state.get('pids'):
+            raise LabError(f'the lab in {self.dir} is already up; run down first')
+        for directory in ('data', 'logs', 'idp', 'redis', 'snapshot'):
+            os.makedirs(self.path(directory), exist_ok=True)
+        self.state = {'ports': {'redis': free_port(), 'idp': free_port(), 'gateway': free_port()},
+                      'tls': tls, 'sessions': [f's{i}' for i in range(sessions)] + ['probe'],
+                      'service_session': 'svc', 'started_at': time.time()}
+        if tls:
+            files = TlsFiles(self.path('tls'))
+            self.state['tls_files'] = {'ca': files.ca_cert, 'cert': files.server_cert, 'key': files.server_key}
+        self._write_config()
+        self._save()
+        self._start_redis()
+        self._start_idp()  # both start at once; the gateway needs both
+        self._wait_redis()
+        self._wait_idp()
+        self.start_gateway()
+        for sid in self.state['sessions']:
+            status, _body = self._post(f'{self.gateway_url}/api/v1/sessions', {'session_id': sid})
+            if status != 201:
+                raise LabError(f'signing in session {sid} failed with HTTP {status}')
+        self.state['up_at'] = time.time()
+        self._save()
+        return self.status()
+
+    def _write_config(self) -> None:
+        config = {
+            'session_state_store': {'type': 'redis', 'address': f'127.0.0.1:{self.state["ports"]["redis"]}',
+                                    'refresh_on_startup': False},
+            'token_cache': {'path': self.cache_path, 'max_size': 1000},
+            'oauth': {'token_url': f'{self.idp_url}/oauth/token', 'client_id': LAB_CLIENT[0],
+                      'client_secret': LAB_CLIENT[1]},
+            'service_session_id': self.state['service_session'],
+            'log_file': self.log_path,
+        }
+        with open(self.config_path, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump(config, handle, sort_keys=False)
+
+    def snapshot(self) -> dict:
+        self._redis().save()
+        shutil.copy2(self.path('redis', 'dump.rdb'), self.path('snapshot', 'dump.rdb'))
+        for name in os.listdir(self.path('snapshot')):
+            if name.startswith('token_cache.db'):
+                os.unlink(self.path('snapshot', name))
+        for suffix in ('', '-wal', '-shm', '-journal'):
+            if os.path.exists(self.cache_path + suffix):
+                shutil.copy2(self.cache_path + suffix, self.path('snapshot', 'token_cache.db' + suffix))
+        self.state['snapshot_at'] = time.time()
+        self._save()
+        return {'snapshot_at': self.state['snapshot_at']}
+
+    def session(self, sid: str) -> dict:
+        return self._redis().hgetall(f'vllm:session:{sid}')
+
+    def refresh(self, sid: str):
+        """What a client of the gateway does: refresh with the session's stored refresh token."""
+        token = self.session(sid).get('refresh_token', '')
+        return self._post(f'{self.gateway_url}/api/v1/refresh_token', {'client_id': LAB_CLIENT[0]},
+                          {'Authorization': f'Bearer {token}'})
+
+    def rotate(self) -> dict:
+        rotated = []
+        for sid in self.state['sessions'] + [self.state['service_session']]:
+            status, _body = self.refresh(sid)
+            if status != 200:
+                raise LabError(f'rotating session {sid} failed with HTTP {status}; is the lab healthy?')
+            rotated.append(sid)
+        return {'rotated': rotated}
+
+    def restore(self) -> dict:
+        if not os.path.exists(self.path('snapshot', 'dump.rdb')):
+            raise LabError('no snapshot to restore; run snapshot first')
+        self.stop_gateway()
+        self._stop('redis')
+        shutil.copy2(self.path('snapshot', 'dump.rdb'), self.path('redis', 'dump.rdb'))
+        for suffix in ('', '-wal', '-shm', '-journal'):
+            target = self.cache_path + suffix
+            if os.path.exists(target):
+                os.unlink(target)
+            if os.path.exists(self.path('snapshot', 'token_cache.db' + suffix)):
+                shutil.copy2(self.path('snapshot', 'token_cache.db' + suffix), target)
+        self._start_redis()
+        self._wait_redis()
+        self.start_gateway()
+        self.state['restored_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+        self._save()
+        return {'restored_at': self.state['restored_at']}
+
+    def restart(self) -> dict:
+        self.stop_gateway()
+        self.start_gateway()
+        return {'restarted_at': time.time()}
+
+    def down(self) -> dict:
+        for name in ('gateway', 'idp', 'redis'):
+            self._stop(name)
+        return {'down': True}
+
+    def status(self) -> dict:
+        return {'dir': self.dir, 'gateway': self.gateway_url, 'idp': self.idp_url,
+                'redis': f'127.0.0.1:{self.state["ports"]["redis"]}', 'config': self.config_path,
+                'cache': self.cache_path, 'log': self.log_path, 'sessions': self.state['sessions'],
+                'service_session': self.state['service_session'], 'restored_at': self.state.get('restored_at'),
+                'running': {name: self._alive(name) for name in ('redis', 'idp', 'gateway')},
+                'ca': self.state.get('tls_files', {}).get('ca')}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog='labctl', description='vllm_dr incident lab')
+    parser.add_argument('--state', default=os.environ.get('VLLM_DR_LAB', os.path.join(TESTS_DIR, 'lab', '.state')))
+    sub = parser.add_subparsers(dest='command', required=True)
+    up = sub.add_parser('up')
+    up.add_argument('--sessions', type=int, default=5)
+    up.add_argument('--tls', action='store_true')
+    for name in ('snapshot', 'rotate', 'restore', 'restart', 'down', 'status'):
+        sub.add_parser(name)
+    refresh = sub.add_parser('refresh')
+    refresh.add_argument('session_id')
+    args = parser.parse_args(argv)
+    lab = Lab(args.state)
+    try:
+        if args.command == 'up':
+            result = lab.up(args.sessions, args.tls)
+        elif args.command == 'refresh':
+            status, body = lab.refresh(args.session_id)
+            result = {'status': status, 'error': body.get('error'), 'error_description': body.get('error_description')}
+        else:
+            result = getattr(lab, args.command)()
+    except (LabError, OSError) as exc:
+        print(f'labctl {args.command}: {exc}', file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
