@@ -13,7 +13,7 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test sanity lint unit integration build bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test demo sanity lint unit integration build bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
@@ -62,3 +62,7 @@ bench-lab: deps
 # The incident lab by hand: make lab CMD=up|snapshot|rotate|restore|status|refresh\ s0|down
 lab: deps
 	cd tests && $(BIN)/python -m lab.labctl $(CMD)
+
+# README command one: the lab drill (incident reproduced, runbook run, validation shown).
+demo: deps
+	bash tools/demo.sh

@@ -303,6 +303,33 @@ class Lab:
             self._stop(name)
         return {'down': True}
 
+    def inventory(self, report_dir: str | None = None) -> dict:
+        """An Ansible inventory that points the runbook at this lab (host platform, restart through labctl)."""
+        host = {
+            'ansible_connection': 'local',
+            'ansible_python_interpreter': sys.executable,
+            'vllm_dr_platform': 'host',
+            'vllm_dr_restored_at': self.state.get('restored_at') or '',
+            'vllm_dr_cache_path': self.cache_path,
+            'vllm_dr_config_path': self.config_path,
+            'vllm_dr_log_path': self.log_path,
+            'vllm_dr_store': {'backend': 'redis', 'login_host': '127.0.0.1', 'login_port': self.state['ports']['redis']},
+            # tokens were rotated, not expired: ask the provider which sessions are dead
+            'vllm_dr_sweep_select': 'revoked',
+            'vllm_dr_introspection': {'url': f'{self.idp_url}/oauth/introspect', 'client_id': 'vllm-dr',
+                                      'client_secret': 'vllm-dr-lab-secret'},
+            'vllm_dr_refresh_url': f'{self.gateway_url}/api/v1/refresh_token',
+            'vllm_dr_health_url': f'{self.gateway_url}/healthz',
+            'vllm_dr_probe_session': self.state['service_session'],
+            'vllm_dr_client_id': LAB_CLIENT[0],
+            'vllm_dr_restart_command': f'{sys.executable} {os.path.abspath(__file__)} --state {self.dir} restart',
+            'vllm_dr_backup_dir': self.path('backups'),
+            'vllm_dr_report_dir': report_dir or self.path('reports'),
+        }
+        if self.state.get('tls'):
+            host['vllm_dr_http'] = {'ca_path': self.state['tls_files']['ca']}
+        return {'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}
+
     def status(self) -> dict:
         return {'dir': self.dir, 'gateway': self.gateway_url, 'idp': self.idp_url,
                 'redis': f'127.0.0.1:{self.state["ports"]["redis"]}', 'config': self.config_path,
@@ -323,11 +350,16 @@ def main(argv=None) -> int:
         sub.add_parser(name)
     refresh = sub.add_parser('refresh')
     refresh.add_argument('session_id')
+    inventory = sub.add_parser('inventory')
+    inventory.add_argument('--report-dir')
     args = parser.parse_args(argv)
     lab = Lab(args.state)
     try:
         if args.command == 'up':
             result = lab.up(args.sessions, args.tls)
+        elif args.command == 'inventory':
+            print(yaml.safe_dump(lab.inventory(args.report_dir), sort_keys=False), end='')
+            return 0
         elif args.command == 'refresh':
             status, body = lab.refresh(args.session_id)
             result = {'status': status, 'error': body.get('error'), 'error_description': body.get('error_description')}

@@ -1,0 +1,53 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The incident's error lines in a service log: counts per pattern, first and last seen, since a moment.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+from ._timestamps import iso_utc, parse_expiry
+
+# The write-up's symptoms, as the service logs them.
+INCIDENT_PATTERNS = (
+    'TokenRefreshError',
+    'Invalid token in session state',
+    'Failed to refresh token',
+    'Session token mismatch after restore',
+    'Token cache not found or corrupted',
+)
+
+
+def line_time(line: str):
+    """Epoch seconds of a line that starts with an ISO 8601 timestamp, else None."""
+    head = line.split(' ', 1)[0]
+    return parse_expiry(head) if head[:1].isdigit() and '-' in head else None
+
+
+def scan(text: str, since=None, patterns=INCIDENT_PATTERNS) -> dict:
+    """Count ``patterns`` in lines logged at or after ``since`` (epoch seconds; None: every line).
+
+    A line without a timestamp belongs to the last timestamped line before it.
+    """
+    found = {pattern: {'count': 0, 'first_seen': None, 'last_seen': None} for pattern in patterns}
+    scanned = 0
+    current = None
+    for line in text.splitlines():
+        stamp = line_time(line)
+        if stamp is not None:
+            current = stamp
+        if since is not None and (current is None or current < since):
+            continue
+        scanned += 1
+        for pattern in patterns:
+            if pattern in line:
+                entry = found[pattern]
+                entry['count'] += 1
+                when = iso_utc(current) if current is not None else None
+                entry['first_seen'] = entry['first_seen'] or when
+                entry['last_seen'] = when
+    return {'since': iso_utc(since) if since is not None else None, 'lines_scanned': scanned,
+            'error_lines': sum(entry['count'] for entry in found.values()), 'patterns': found}
