@@ -1,0 +1,127 @@
+"""dr_restore.yml and dr_rollback.yml against the incident lab, through ansible-playbook."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+import redis
+import yaml
+
+from harness.sessions import dump_redis
+from lab.labctl import Lab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+
+
+@pytest.fixture
+def broken_lab(tmp_path):
+    """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=3)
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        inventory = tmp_path / 'inventory.yml'
+        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
+        lab.inventory_path = str(inventory)
+        lab.reports = tmp_path / 'reports'
+        yield lab
+    finally:
+        lab.down()
+
+
+def playbook(lab, name='dr_restore.yml', *extra):
+    env = dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_FORCE_COLOR='0')
+    out = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', lab.inventory_path,
+                          os.path.join(ROOT, 'playbooks', name)] + list(extra),
+                         capture_output=True, text=True, env=env, timeout=600, check=False)
+    return out.returncode, out.stdout + out.stderr
+
+
+def recap(output: str) -> dict:
+    match = re.search(r'^lab\s+:\s+(.*)$', output, re.MULTILINE)
+    return {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', match.group(1))}
+
+
+def digest(path: str):
+    if not os.path.exists(path):
+        return None
+    with open(path, 'rb') as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def store(lab):
+    return redis.Redis(host='127.0.0.1', port=lab.state['ports']['redis'], socket_timeout=5)
+
+
+def lab_state(lab):
+    """What the runbook may change: the store, the cache, the config, and the running gateway."""
+    return {'store': dump_redis(store(lab)),
+            'cache': digest(lab.cache_path), 'cache_mtime': os.path.getmtime(lab.cache_path),
+            'config': digest(lab.config_path), 'gateway_pid': lab.state['pids']['gateway']}
+
+
+def test_runbook_recovers_the_lab_and_writes_a_well_formed_report(broken_lab):
+    assert broken_lab.refresh('svc')[0] == 401
+    rc, output = playbook(broken_lab)
+    assert rc == 0, output[-3000:]
+    assert recap(output)['failed'] == 0
+    assert broken_lab.refresh('svc')[0] == 200, 'the service session refreshes again'
+    report = json.loads((broken_lab.reports / 'lab.json').read_text())
+    assert report['passed'] is True and report['diagnosis']['recovery_needed'] is True
+    assert report['diagnosis']['probe']['classification'] == 'stale_token'
+    assert all(check['ok'] for check in report['validation']['checks'])
+    assert os.path.exists(report['purge']['cache_backups'][0]) and os.path.exists(report['purge']['sessions_backup'])
+    suite = ElementTree.parse(broken_lab.reports / 'lab.junit.xml').getroot().find('testsuite')
+    assert suite.get('tests') == '4' and suite.get('failures') == '0'
+    assert len(suite.findall('testcase')) == 4
+    markdown = (broken_lab.reports / 'lab.md').read_text()
+    assert markdown.startswith('# vLLM token recovery on lab: PASSED')
+    assert 'SECRET' not in output and 'lab-secret' not in output
+
+
+def test_check_mode_touches_nothing_and_shows_what_it_would_do(broken_lab):
+    before = lab_state(broken_lab)
+    rc, output = playbook(broken_lab, 'dr_restore.yml', '--check')
+    assert rc == 0, output[-3000:]
+    assert lab_state(broken_lab) == before
+    assert re.search(r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache, keeping a backup\] \*+\nchanged: \[lab\]',
+                     output)
+    assert 'check mode, not judged' in output
+
+
+def test_second_run_on_a_healthy_system_purges_nothing_and_does_not_restart(broken_lab):
+    rc, output = playbook(broken_lab)
+    assert rc == 0, output[-3000:]
+    broken_lab.state = broken_lab._load()  # pylint: disable=protected-access
+    pid = broken_lab.state['pids']['gateway']
+    rc, output = playbook(broken_lab)
+    assert rc == 0, output[-3000:]
+    purge_tasks = re.findall(r'TASK \[inferops\.vllm_dr\.purge : [^\]]+\] \*+\n(\w+):', output)
+    assert purge_tasks and all(status in ('ok', 'skipping') for status in purge_tasks[1:])
+    assert 'RUNNING HANDLER' not in output
+    broken_lab.state = broken_lab._load()  # pylint: disable=protected-access
+    assert broken_lab.state['pids']['gateway'] == pid
+
+
+def test_rollback_puts_back_exactly_what_the_run_removed(broken_lab):
+    before = lab_state(broken_lab)
+    rc, output = playbook(broken_lab)
+    assert rc == 0, output[-3000:]
+    report = json.loads((broken_lab.reports / 'lab.json').read_text())
+    rc, output = playbook(broken_lab, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={report["purge"]["backup_dir"]}')
+    assert rc == 0, output[-3000:]
+    assert digest(broken_lab.cache_path) == before['cache']
+    after = dump_redis(store(broken_lab))
+    service = b'vllm:session:svc'
+    # the restarted service signed its own session in again; every swept session is back as it was
+    assert {k: v for k, v in after.items() if k != service} == {k: v for k, v in before['store'].items() if k != service}
