@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import pytest
 import redis
