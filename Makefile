@@ -13,11 +13,12 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test demo sanity lint unit integration build bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
-	@echo "make sanity|lint|unit|integration   one gate"
+	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
+	@echo "make sanity|lint|unit|integration|molecule   one gate"
 	@echo "make build        the Galaxy tarball"
 	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
 	@echo "make bench-sweep  session sweep against redis-cli (1,000,000 sessions)"
@@ -29,7 +30,7 @@ deps:
 
 # -k: every gate runs even when an earlier one is red; make still exits non-zero.
 test: deps
-	@$(MAKE) --no-print-directory -k sanity lint unit integration
+	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule
 
 sanity: deps
 	bash tools/ansible-test.sh sanity --python 3.11 --color no
@@ -43,6 +44,10 @@ unit: deps
 integration: deps
 	$(PYTEST) tests/integration --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
+
+# One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
+molecule: deps
+	$(BIN)/molecule test --all
 
 build: deps
 	$(BIN)/ansible-galaxy collection build --force --output-path build/

@@ -28,7 +28,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: A refresh is a state change, so it is skipped (RV(skipped)); the health check still runs.
+    details: A refresh is a state change, so it is not made (RV(refresh_skipped)); the health check still runs.
   diff_mode:
     support: none
   platform:
@@ -173,8 +173,8 @@ health_status:
   type: int
   returned: always
   sample: 200
-skipped:
-  description: V(true) in check mode, where no refresh is made.
+refresh_skipped:
+  description: V(true) in check mode, where no refresh is made. (Not C(skipped), which Ansible reserves.)
   type: bool
   returned: always
   sample: false
@@ -232,7 +232,7 @@ def run(module: AnsibleModule) -> dict:
                 params['client_key'], params['headers'])
     result = {'status': None, 'classification': 'skipped', 'error': None, 'error_description': None, 'attempts': 0,
               'elapsed_ms': 0, 'rotated': False, 'written_back': None, 'health_status': None,
-              'skipped': module.check_mode}
+              'refresh_skipped': module.check_mode}
     store = None
     try:
         if params['session_id']:

@@ -118,7 +118,7 @@ def test_provider_down_is_a_server_error_after_the_retries(capsys, lab):
 def test_check_mode_refreshes_nothing(capsys, lab):
     before = lab.session('probe')
     result = run_module(vllm_refresh_probe, probe_args(lab, expect='healthy'), capsys, check_mode=True)
-    assert result['_rc'] == 0 and result['skipped'] is True and result['classification'] == 'skipped'
+    assert result['_rc'] == 0 and result['refresh_skipped'] is True and result['classification'] == 'skipped'
     assert result['attempts'] == 0 and result['health_status'] == 200 and result['changed'] is False
     assert lab.session('probe') == before
 

@@ -350,13 +350,17 @@ def main(argv=None) -> int:
         sub.add_parser(name)
     refresh = sub.add_parser('refresh')
     refresh.add_argument('session_id')
-    inventory = sub.add_parser('inventory')
-    inventory.add_argument('--report-dir')
+    for name in ('inventory', 'vars'):
+        sub.add_parser(name).add_argument('--report-dir')
     args = parser.parse_args(argv)
     lab = Lab(args.state)
     try:
         if args.command == 'up':
             result = lab.up(args.sessions, args.tls)
+        elif args.command == 'vars':
+            print(yaml.safe_dump(lab.inventory(args.report_dir)['all']['children']['vllm']['hosts']['lab'],
+                                 sort_keys=False), end='')
+            return 0
         elif args.command == 'inventory':
             print(yaml.safe_dump(lab.inventory(args.report_dir), sort_keys=False), end='')
             return 0
