@@ -125,3 +125,33 @@ def test_rollback_puts_back_exactly_what_the_run_removed(broken_lab):
     service = b'vllm:session:svc'
     # the restarted service signed its own session in again; every swept session is back as it was
     assert {k: v for k, v in after.items() if k != service} == {k: v for k, v in before['store'].items() if k != service}
+
+
+@pytest.fixture
+def healthy_lab(tmp_path):
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=2)
+    try:
+        inventory = tmp_path / 'inventory.yml'
+        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
+        lab.inventory_path = str(inventory)
+        lab.reports = tmp_path / 'reports'
+        yield lab
+    finally:
+        lab.down()
+
+
+def test_drill_breaks_the_lab_recovers_it_and_exits_zero(healthy_lab):
+    rc, output = playbook(healthy_lab, 'dr_drill.yml')
+    assert rc == 0, output[-3000:]
+    report = json.loads((healthy_lab.reports / 'lab.json').read_text())
+    assert report['passed'] is True and report['diagnosis']['probe']['classification'] == 'stale_token'
+
+
+def test_drill_exit_code_tells_the_truth_when_the_recovery_does_not_work(healthy_lab):
+    # sweeping only expired sessions cannot help: the snapshot's tokens were revoked, not expired
+    rc, output = playbook(healthy_lab, 'dr_drill.yml', '-e', 'vllm_dr_sweep_select=expired')
+    assert rc != 0
+    assert 'validation failed: ' in output and 'refresh probe is healthy' in output
+    suite = ElementTree.parse(healthy_lab.reports / 'lab.junit.xml').getroot().find('testsuite')
+    assert suite.get('failures') != '0'

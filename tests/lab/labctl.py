@@ -305,6 +305,7 @@ class Lab:
 
     def inventory(self, report_dir: str | None = None) -> dict:
         """An Ansible inventory that points the runbook at this lab (host platform, restart through labctl)."""
+        labctl = f'{sys.executable} {os.path.abspath(__file__)} --state {self.dir}'
         host = {
             'ansible_connection': 'local',
             'ansible_python_interpreter': sys.executable,
@@ -322,7 +323,10 @@ class Lab:
             'vllm_dr_health_url': f'{self.gateway_url}/healthz',
             'vllm_dr_probe_session': self.state['service_session'],
             'vllm_dr_client_id': LAB_CLIENT[0],
-            'vllm_dr_restart_command': f'{sys.executable} {os.path.abspath(__file__)} --state {self.dir} restart',
+            'vllm_dr_restart_command': f'{labctl} restart',
+            'vllm_dr_drill_snapshot_command': f'{labctl} snapshot',
+            'vllm_dr_drill_rotate_command': f'{labctl} rotate',
+            'vllm_dr_drill_restore_command': f'{labctl} restore',
             'vllm_dr_backup_dir': self.path('backups'),
             'vllm_dr_report_dir': report_dir or self.path('reports'),
         }
