@@ -47,7 +47,23 @@ def require_binary(name: str) -> str:
     return path
 
 
-class _Process:
+class _Stoppable:
+    """start() on entering a with block, stop() on leaving it."""
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+class _Process(_Stoppable):
     """A server process with its own directory and log file."""
 
     name = 'server'
@@ -123,12 +139,6 @@ class _Process:
         self._terminate()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
 
 class RedisServer(_Process):
@@ -314,7 +324,7 @@ class SentinelServer(RedisServer):
                    for replica in replicas)
 
 
-class RedisClusterSet:
+class RedisClusterSet(_Stoppable):
     """A Redis Cluster of ``size`` primaries (no replicas), created with redis-cli --cluster create."""
 
     def __init__(self, size: int = 3, workdir: str | None = None):
@@ -346,12 +356,6 @@ class RedisClusterSet:
             node.stop()
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
 
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -30,13 +30,18 @@ def broken_lab(tmp_path):
         lab.snapshot()
         lab.rotate()
         lab.restore()
-        inventory = tmp_path / 'inventory.yml'
-        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
-        lab.inventory_path = str(inventory)
-        lab.reports = tmp_path / 'reports'
-        yield lab
+        yield with_inventory(lab, tmp_path)
     finally:
         lab.down()
+
+
+def with_inventory(lab, tmp_path):
+    """The lab's runbook inventory written to a file; reports go to tmp_path/reports."""
+    inventory = tmp_path / 'inventory.yml'
+    inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
+    lab.inventory_path = str(inventory)
+    lab.reports = tmp_path / 'reports'
+    return lab
 
 
 def playbook(lab, name='dr_restore.yml', *extra):
@@ -132,11 +137,7 @@ def healthy_lab(tmp_path):
     lab = Lab(str(tmp_path / 'lab'))
     lab.up(sessions=2)
     try:
-        inventory = tmp_path / 'inventory.yml'
-        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
-        lab.inventory_path = str(inventory)
-        lab.reports = tmp_path / 'reports'
-        yield lab
+        yield with_inventory(lab, tmp_path)
     finally:
         lab.down()
 
