@@ -227,10 +227,20 @@ class Gateway:
                 swept += 1
         self.log.info('refresh_on_startup: swept %d expired sessions', swept)
 
-    def ensure_service_session(self) -> None:
-        if self.sessions.get(self.service_session) is None:
-            self.sign_in(self.service_session)
-            self.log.info('Service session %s regenerated with client_credentials', self.service_session)
+    def ensure_service_session(self, wait: float = 15.0) -> None:
+        """Sign the service itself in when its session is missing; the provider may still be starting."""
+        if self.sessions.get(self.service_session) is not None:
+            return
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.sign_in(self.service_session)
+                break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.log.info('Service session %s regenerated with client_credentials', self.service_session)
 
     # ---- requests -----------------------------------------------------------------------------
 
