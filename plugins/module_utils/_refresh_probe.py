@@ -93,8 +93,8 @@ def classify(status, body, failure) -> tuple:
     return UNEXPECTED, error or f'HTTP {status}', description
 
 
-def refresh(http: Http, url: str, client_id: str, refresh_token: str, retries: int) -> dict:
-    """POST the refresh; retry connection failures and 5xx with backoff, never a 4xx."""
+def refresh(http: Http, url: str, client_id: str, refresh_token: str, retries: int) -> tuple:
+    """(result, tokens): POST the refresh; retry connection failures and 5xx with backoff, never a 4xx."""
     started = time.monotonic()
     attempts = 0
     while True:
