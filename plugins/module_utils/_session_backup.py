@@ -155,7 +155,6 @@ class BackupWriter:
         self._lock = threading.Lock()
         self._handle = None
         self._header = header
-        self.entries_written = 0
 
     def _open(self):
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, 'O_NOFOLLOW', 0)
@@ -185,7 +184,6 @@ class BackupWriter:
             if self._handle is None:
                 self._open()
             self._write_lines(entry.to_record() for entry in entries)
-            self.entries_written += len(entries)
 
     def write_not_deleted(self, keys) -> None:
         """Record that entries written above were kept (refreshed during the sweep)."""
