@@ -13,12 +13,14 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
 	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
 	@echo "make sanity|lint|unit|integration|molecule   one gate"
+	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
+	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball"
 	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
 	@echo "make bench-sweep  session sweep against redis-cli (1,000,000 sessions)"
@@ -41,6 +43,7 @@ lint: deps
 unit: deps
 	$(PYTEST) tests/unit --junitxml=$(REPORTS)/unit.xml
 
+# The Kubernetes suite (tests/integration/k8s) runs here too; its control plane is built once and cached.
 integration: deps
 	$(PYTEST) tests/integration --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
@@ -48,6 +51,20 @@ integration: deps
 # One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
 molecule: deps
 	$(BIN)/molecule test --all
+
+test-k8s: deps
+	$(PYTEST) tests/integration/k8s --junitxml=$(REPORTS)/k8s.xml
+
+# kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok: built from the Go module proxy into
+# ~/.cache/inferops-vllm-dr/k8s-<version>/bin on first use (see tools/k8s/versions.env).
+k8s-build:
+	bash tools/k8s/build.sh
+
+k8s-up:
+	bash tools/k8s/cluster.sh up
+
+k8s-down:
+	bash tools/k8s/cluster.sh down
 
 build: deps
 	$(BIN)/ansible-galaxy collection build --force --output-path build/

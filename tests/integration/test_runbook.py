@@ -14,6 +14,8 @@ import pytest
 import redis
 import yaml
 
+from harness.playbooks import playbook as run_playbook
+from harness.playbooks import recap
 from harness.sessions import dump_redis
 from lab.labctl import Lab
 
@@ -45,16 +47,7 @@ def with_inventory(lab, tmp_path):
 
 
 def playbook(lab, name='dr_restore.yml', *extra):
-    env = dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_FORCE_COLOR='0')
-    out = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', lab.inventory_path,
-                          os.path.join(ROOT, 'playbooks', name)] + list(extra),
-                         capture_output=True, text=True, env=env, timeout=600, check=False)
-    return out.returncode, out.stdout + out.stderr
-
-
-def recap(output: str) -> dict:
-    match = re.search(r'^lab\s+:\s+(.*)$', output, re.MULTILINE)
-    return {key: int(value) for key, value in re.findall(r'(\w+)=(\d+)', match.group(1))}
+    return run_playbook(lab.inventory_path, name, *extra)
 
 
 def digest(path: str):

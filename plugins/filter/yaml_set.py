@@ -1,0 +1,59 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: yaml_set
+short_description: Set one key of a YAML document, keeping its comments and layout
+version_added: 0.1.0
+description:
+  - Edits the text of a block-style YAML document so that O(path) holds O(value); every other line, comment and
+    key order stays as it was.
+  - The result is parsed back and compared with the intended document. When the text edit cannot express it
+    (flow style, anchors), the whole document is dumped instead and C(formatting_kept) is false.
+options:
+  _input:
+    description: The YAML text.
+    type: str
+    required: true
+  path:
+    description: Dotted key path, for example C(session_state_store.refresh_on_startup).
+    type: str
+    required: true
+  value:
+    description: The value to set.
+    type: raw
+    required: true
+author:
+  - inferops SRE (@inferops)
+"""
+
+EXAMPLES = r"""
+- name: Turn on the start-up sweep in vllm.yaml
+  ansible.builtin.set_fact:
+    edited: "{{ config_text | inferops.vllm_dr.yaml_set('session_state_store.refresh_on_startup', true) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(text) (the new document), C(changed) and C(formatting_kept).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
+
+
+def yaml_set(text, path, value):
+    try:
+        return set_key(str(text or ''), path, value)
+    except YamlEditError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {'yaml_set': yaml_set}

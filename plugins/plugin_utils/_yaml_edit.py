@@ -1,0 +1,128 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Set one key of a YAML document by editing its text, so comments, order and quoting survive.
+
+Operators keep notes in vllm.yaml; a dump of the parsed document would drop them. The edit covers block
+mappings, the form such files are written in. Whatever it produces is parsed back and must equal the intended
+document; when it does not (flow style, anchors, odd indentation), the document is dumped instead and the
+caller is told the formatting was not kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import yaml
+
+
+class YamlEditError(ValueError):
+    pass
+
+
+def _scalar(value) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()
+
+
+def _set_in(data: dict, keys: list, value) -> dict:
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+    return data
+
+
+def _get_in(data, keys: list):
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return None, False
+        data = data[key]
+    return data, True
+
+
+_KEY_LINE = r'^(?P<indent>{indent})(?P<key>{key})\s*:(?P<rest>.*)$'
+
+
+def _find_key(lines: list, start: int, end: int, indent: str, key: str):
+    pattern = re.compile(_KEY_LINE.format(indent=re.escape(indent), key=re.escape(key) + r'|"' + re.escape(key)
+                                          + r'"|\'' + re.escape(key) + r'\''))
+    for number in range(start, end):
+        if pattern.match(lines[number]):
+            return number
+    return None
+
+
+def _block_end(lines: list, start: int, indent: str) -> int:
+    """The line after the last one that belongs to the block opened at lines[start]."""
+    number = start + 1
+    last = start
+    while number < len(lines):
+        line = lines[number]
+        stripped = line.strip()
+        if stripped and not stripped.startswith('#'):
+            if len(line) - len(line.lstrip(' ')) <= len(indent):
+                break
+            last = number
+        number += 1
+    return last + 1
+
+
+def _child_indent(lines: list, start: int, end: int, indent: str) -> str:
+    for line in lines[start + 1:end]:
+        stripped = line.strip()
+        if stripped and not stripped.startswith('#'):
+            return line[:len(line) - len(line.lstrip(' '))]
+    return indent + '  '
+
+
+def _edit(lines: list, keys: list, value, start: int, end: int, indent: str) -> None:
+    key = keys[0]
+    number = _find_key(lines, start, end, indent, key)
+    if number is None:
+        new = []
+        for depth, name in enumerate(keys):
+            prefix = indent + '  ' * depth
+            new.append(f'{prefix}{name}: {_scalar(value)}' if depth == len(keys) - 1 else f'{prefix}{name}:')
+        lines[end:end] = new
+        return
+    if len(keys) == 1:
+        match = re.match(_KEY_LINE.format(indent=re.escape(indent), key=r'[^:]+'), lines[number])
+        comment = re.search(r'\s+#.*$', match.group('rest'))
+        lines[number] = f'{indent}{match.group("key")}: {_scalar(value)}{comment.group(0) if comment else ""}'
+        return
+    block_end = _block_end(lines, number, indent)
+    _edit(lines, keys[1:], value, number + 1, block_end, _child_indent(lines, number, block_end, indent))
+
+
+def set_key(text: str, path: str, value) -> dict:
+    """Return {'text', 'changed', 'formatting_kept'} for text with the dotted path set to value."""
+    keys = [key for key in str(path).split('.') if key]
+    if not keys:
+        raise YamlEditError('path is empty; give the dotted key to set, for example session_state_store.refresh_on_startup')
+    try:
+        data = yaml.safe_load(text) if text and text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise YamlEditError(f'the document is not valid YAML ({str(exc).splitlines()[0]}); fix it before it is edited') from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise YamlEditError(f'the document is a {type(data).__name__}, not a mapping; expected keys such as {keys[0]}')
+    current, present = _get_in(data, keys)
+    if present and current == value and type(current) is type(value):
+        return {'text': text, 'changed': False, 'formatting_kept': True}
+    wanted = _set_in(copy.deepcopy(data), keys, value)
+
+    lines = text.splitlines() if text else []
+    try:
+        _edit(lines, keys, value, 0, len(lines), '')
+        edited = '\n'.join(lines) + '\n'
+        if yaml.safe_load(edited) == wanted:
+            return {'text': edited, 'changed': True, 'formatting_kept': True}
+    except (yaml.YAMLError, AttributeError):
+        pass
+    dumped = yaml.safe_dump(wanted, default_flow_style=False, sort_keys=False)
+    return {'text': dumped, 'changed': True, 'formatting_kept': False}

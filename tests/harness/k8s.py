@@ -1,0 +1,221 @@
+"""The Kubernetes suite's cluster and the vLLM workload on it.
+
+KubeCluster is the cluster named by KUBECONFIG when the user gives one, else a real control plane started by
+tools/k8s/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok for the kubelets).
+vllm_workload() is the incident's workload: a `vllm` Deployment of pods labelled app=vllm, the token cache on a
+PVC at /var/lib/vllm, vllm.yaml in a ConfigMap. With kwok, the pods' logs are the lab gateway's log file
+(ClusterLogs) and `kubectl exec` runs on this machine in the lab's data directory (ClusterExec); GatewayRuntime
+plays the kubelet's part for the process behind the pods: a new ReplicaSet's pods restart the lab gateway with the
+ConfigMap's vllm.yaml, as pods started from a new template would start vLLM with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER_SH = os.path.join(ROOT, 'tools', 'k8s', 'cluster.sh')
+BUILD_SH = os.path.join(ROOT, 'tools', 'k8s', 'build.sh')
+
+
+class KubeError(RuntimeError):
+    pass
+
+
+class KubeCluster:
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        self.name = f'vllm-dr-test-{os.getpid()}'
+        self.owned = False
+        self.kubeconfig = os.environ.get('KUBECONFIG', '')
+        self.bin_dir = ''
+
+    def __enter__(self) -> 'KubeCluster':
+        if self.kubeconfig:
+            self.bin_dir = os.path.dirname(shutil.which('kubectl') or '')
+            if not self.bin_dir:
+                raise KubeError('KUBECONFIG is set but kubectl is not on PATH; install kubectl or unset KUBECONFIG')
+            return self
+        env = dict(os.environ, VLLM_DR_K8S_NAME=self.name, VLLM_DR_K8S_STATE=os.path.join(self.workdir, 'clusters'))
+        self.bin_dir = subprocess.run(['bash', BUILD_SH], check=True, capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(['bash', CLUSTER_SH, 'up'], env=env, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise KubeError(f'the control plane did not start:\n{out.stderr[-4000:]}')
+        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+        self.owned = True
+        self._env = env
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.owned:
+            subprocess.run(['bash', CLUSTER_SH, 'down'], env=self._env, capture_output=True, check=False)
+
+    @property
+    def kubectl_path(self) -> str:
+        return os.path.join(self.bin_dir, 'kubectl')
+
+    @property
+    def env(self) -> dict:
+        """The environment for ansible-playbook: this cluster's kubectl first on PATH."""
+        return dict(os.environ, PATH=self.bin_dir + os.pathsep + os.environ.get('PATH', ''), KUBECONFIG=self.kubeconfig)
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, kubeconfig: str | None = None) -> str:
+        out = subprocess.run([self.kubectl_path, '--kubeconfig', kubeconfig or self.kubeconfig, *args], input=stdin,
+                             capture_output=True, text=True, timeout=120, check=False)
+        if check and out.returncode != 0:
+            raise KubeError(f'kubectl {" ".join(args)}: {out.stderr.strip()}')
+        return out.stdout
+
+    def apply(self, *documents: dict) -> None:
+        self.kubectl('apply', '-f', '-', stdin=yaml.safe_dump_all(documents))
+
+    def get(self, kind: str, name: str = '', namespace: str = '', selector: str = '') -> dict:
+        args = ['get', kind] + ([name] if name else []) + (['-n', namespace] if namespace else [])
+        args += ['-l', selector] if selector else []
+        return json.loads(self.kubectl(*args, '-o', 'json'))
+
+    def has_kwok(self) -> bool:
+        return bool(self.kubectl('get', 'crd', 'clusterexecs.kwok.x-k8s.io', '--ignore-not-found', '-o', 'name'))
+
+    def rollout_status(self, namespace: str, deployment: str = 'vllm', timeout: str = '120s') -> None:
+        self.kubectl('-n', namespace, 'rollout', 'status', f'deployment/{deployment}', f'--timeout={timeout}')
+
+    def running_pods(self, namespace: str, selector: str = 'app=vllm') -> list:
+        return [pod for pod in self.get('pods', namespace=namespace, selector=selector)['items']
+                if pod['status'].get('phase') == 'Running' and not pod['metadata'].get('deletionTimestamp')]
+
+
+CONFIG_NOTE = '# vLLM gateway configuration; kept by hand, keep the comments\n'
+
+
+def pod_log_path(lab) -> str:
+    """The container log kwok serves: the gateway's lines in the CRI log format, as a container runtime writes them."""
+    return os.path.join(os.path.dirname(lab.log_path), 'vllm.cri.log')
+
+
+def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
+    """The incident's workload for `lab`, in `namespace`."""
+    data_dir = os.path.dirname(lab.cache_path)
+    with open(lab.config_path, encoding='utf-8') as handle:
+        config_text = CONFIG_NOTE + handle.read()
+    labels = {'app': 'vllm'}
+    return [
+        {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
+        {'apiVersion': 'v1', 'kind': 'PersistentVolume',
+         'metadata': {'name': f'{namespace}-data'},
+         'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteMany'], 'storageClassName': '',
+                  'hostPath': {'path': data_dir},
+                  'claimRef': {'namespace': namespace, 'name': 'vllm-pvc'}}},
+        {'apiVersion': 'v1', 'kind': 'PersistentVolumeClaim',
+         'metadata': {'name': 'vllm-pvc', 'namespace': namespace},
+         'spec': {'accessModes': ['ReadWriteMany'], 'storageClassName': '', 'volumeName': f'{namespace}-data',
+                  'resources': {'requests': {'storage': '1Gi'}}}},
+        {'apiVersion': 'v1', 'kind': 'ConfigMap',
+         'metadata': {'name': 'vllm-config', 'namespace': namespace},
+         'data': {'vllm.yaml': config_text, 'logging.ini': '[logger_root]\nlevel = INFO\n'}},
+        {'apiVersion': 'apps/v1', 'kind': 'Deployment',
+         'metadata': {'name': 'vllm', 'namespace': namespace, 'labels': labels},
+         'spec': {'replicas': replicas, 'selector': {'matchLabels': labels},
+                  'strategy': {'type': 'RollingUpdate', 'rollingUpdate': {'maxSurge': 1, 'maxUnavailable': 0}},
+                  'template': {
+                      'metadata': {'labels': labels},
+                      'spec': {'containers': [{
+                          'name': 'vllm', 'image': 'vllm/vllm-openai:latest',
+                          'volumeMounts': [{'name': 'vllm-data', 'mountPath': '/var/lib/vllm'},
+                                           {'name': 'config', 'mountPath': '/etc/vllm'}]}],
+                          'volumes': [{'name': 'vllm-data', 'persistentVolumeClaim': {'claimName': 'vllm-pvc'}},
+                                      {'name': 'config', 'configMap': {'name': 'vllm-config'}}]}}}},
+        {'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'ClusterLogs', 'metadata': {'name': f'{namespace}-logs'},
+         'spec': {'selector': {'matchNamespaces': [namespace]},
+                  'logs': [{'containers': ['vllm'], 'logsFile': pod_log_path(lab), 'follow': False}]}},
+        {'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'ClusterExec', 'metadata': {'name': f'{namespace}-exec'},
+         'spec': {'selector': {'matchNamespaces': [namespace]},
+                  'execs': [{'containers': ['vllm'], 'local': {'workDir': data_dir}}]}},
+    ]
+
+
+def delete_workload(cluster: KubeCluster, namespace: str) -> None:
+    cluster.kubectl('delete', 'namespace', namespace, '--wait=false', '--ignore-not-found', check=False)
+    cluster.kubectl('delete', 'pv', f'{namespace}-data', '--wait=false', '--ignore-not-found', check=False)
+    cluster.kubectl('delete', 'clusterlogs', f'{namespace}-logs', '--ignore-not-found', check=False)
+    cluster.kubectl('delete', 'clusterexec', f'{namespace}-exec', '--ignore-not-found', check=False)
+
+
+class GatewayRuntime:
+    """Play the kubelet's part for the lab gateway, the process behind the pods kwok runs.
+
+    - Container log: the gateway's log lines are copied into pod_log_path() in the CRI format
+      (`<RFC 3339 time> stdout F <line>`), which is what kwok, like a kubelet, serves to `kubectl logs`.
+    - Restart: when the Deployment's pods change template (a rollout), the gateway is stopped as soon as the first
+      pod of the new ReplicaSet exists, vllm.yaml is written from the ConfigMap (what a configMap volume gives a new
+      pod), and the gateway is started again.
+    Polls every 0.2 s.
+    """
+
+    def __init__(self, cluster: KubeCluster, namespace: str, lab):
+        self.cluster, self.namespace, self.lab = cluster, namespace, lab
+        self.restarts = []
+        self.errors = []
+        self._offset = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.pump_logs()
+        self.current = self._template_hash()
+
+    def pump_logs(self) -> None:
+        if not os.path.exists(self.lab.log_path):
+            return
+        with open(self.lab.log_path, 'rb') as source:
+            source.seek(self._offset)
+            chunk = source.read()
+        complete = chunk[:chunk.rfind(b'\n') + 1]
+        if not complete:
+            return
+        stamp = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime()) + '.%09dZ' % (time.time_ns() % 1_000_000_000)
+        with open(pod_log_path(self.lab), 'ab') as target:
+            for line in complete.splitlines():
+                target.write(stamp.encode() + b' stdout F ' + line + b'\n')
+        self._offset += len(complete)
+
+    def _template_hash(self) -> str | None:
+        """The template hash of the newest live pod: the ReplicaSet whose pods are starting now."""
+        pods = [pod for pod in self.cluster.get('pods', namespace=self.namespace, selector='app=vllm')['items']
+                if not pod['metadata'].get('deletionTimestamp')]
+        if not pods:
+            return None
+        newest = max(pods, key=lambda pod: pod['metadata']['creationTimestamp'])
+        return newest['metadata']['labels'].get('pod-template-hash')
+
+    def _restart_gateway(self) -> None:
+        self.lab.stop_gateway()
+        config = self.cluster.get('configmap', 'vllm-config', self.namespace)['data']['vllm.yaml']
+        with open(self.lab.config_path, 'w', encoding='utf-8') as handle:
+            handle.write(config)
+        self.lab.start_gateway()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                self.pump_logs()
+                newest = self._template_hash()
+                if newest and newest != self.current:
+                    self._restart_gateway()
+                    self.current = newest
+                    self.restarts.append(time.time())
+            except Exception as exc:  # kept for the test to report; the loop goes on
+                self.errors.append(repr(exc))
+
+    def __enter__(self) -> 'GatewayRuntime':
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)

@@ -1,0 +1,92 @@
+"""The Kubernetes suite: one control plane for the session, one namespace and one incident lab per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+import yaml
+
+from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, vllm_workload
+from lab.labctl import Lab
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if 'integration/k8s' in str(item.fspath).replace(os.sep, '/'):
+            item.add_marker(pytest.mark.k8s)
+
+
+@pytest.fixture(scope='session')
+def kube(tmp_path_factory):
+    with KubeCluster(str(tmp_path_factory.mktemp('k8s'))) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kwok(kube):
+    """The suite's own cluster: pods run by kwok, their logs and exec served from this machine."""
+    if not kube.has_kwok():
+        pytest.skip('needs kwok (ClusterLogs/ClusterExec) to run the lab gateway behind the pods; '
+                    'unset KUBECONFIG to use the suite\'s own control plane')
+    return kube
+
+
+class Workload:
+    """The incident lab behind a `vllm` Deployment in its own namespace, and the runbook inventory for it."""
+
+    def __init__(self, kube, lab, namespace, tmp_path):
+        self.kube, self.lab, self.namespace = kube, lab, namespace
+        self.reports = tmp_path / 'reports'
+        self.inventory_path = str(tmp_path / 'inventory.yml')
+        self.host = self.lab.inventory(str(self.reports))['all']['children']['vllm']['hosts']['lab']
+        for key in ('vllm_dr_restart_command', 'vllm_dr_config_path', 'vllm_dr_log_path'):
+            self.host.pop(key)
+        self.host.update({
+            'vllm_dr_platform': 'kubernetes',
+            'vllm_dr_k8s_auth': {'kubeconfig': kube.kubeconfig},
+            'vllm_dr_k8s_namespace': namespace,
+            # kwok runs `kubectl exec` on this machine: the pod's interpreter is this one
+            'vllm_dr_k8s_python': sys.executable,
+            'vllm_dr_k8s_rollout_timeout': 120,
+        })
+        self.write_inventory()
+
+    def write_inventory(self, **overrides) -> str:
+        host = dict(self.host, **overrides)
+        with open(self.inventory_path, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump({'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}, handle)
+        return self.inventory_path
+
+    def deployment(self) -> dict:
+        return self.kube.get('deployment', 'vllm', self.namespace)
+
+    def config_map(self) -> dict:
+        return self.kube.get('configmap', 'vllm-config', self.namespace)
+
+    def pods(self) -> list:
+        return self.kube.running_pods(self.namespace)
+
+
+@pytest.fixture
+def workload(kwok, tmp_path):
+    """After the incident: snapshot, rotation at the provider, restore; the Deployment rolled out with 2 pods."""
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=3)
+    namespace = f'vllm-{uuid.uuid4().hex[:8]}'
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        kwok.apply(*vllm_workload(namespace, lab))
+        kwok.rollout_status(namespace)
+        with GatewayRuntime(kwok, namespace, lab) as runtime:
+            work = Workload(kwok, lab, namespace, tmp_path)
+            work.runtime = runtime
+            yield work
+            assert not runtime.errors, runtime.errors
+    finally:
+        delete_workload(kwok, namespace)
+        lab.down()

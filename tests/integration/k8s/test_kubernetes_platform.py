@@ -1,0 +1,308 @@
+"""The runbook with vllm_dr_platform=kubernetes, on a real API server with real controllers (kwok runs the pods)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+import yaml
+
+from harness.k8s import CONFIG_NOTE
+from harness.playbooks import playbook, recap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
+
+
+def run(workload, *extra, inventory=None):
+    return playbook(inventory or workload.inventory_path, 'dr_restore.yml', *extra, env=workload.kube.env)
+
+
+def digest(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, 'rb') as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def report(workload) -> dict:
+    with open(workload.reports / 'lab.json', encoding='utf-8') as handle:
+        return json.load(handle)
+
+
+def pod_hashes(workload) -> set:
+    return {pod['metadata']['labels']['pod-template-hash']
+            for pod in workload.kube.get('pods', namespace=workload.namespace, selector='app=vllm')['items']}
+
+
+def current_hash(workload) -> str:
+    deployment = workload.deployment()
+    revision = deployment['metadata']['annotations']['deployment.kubernetes.io/revision']
+    for replicaset in workload.kube.get('replicasets', namespace=workload.namespace)['items']:
+        if replicaset['metadata']['annotations'].get('deployment.kubernetes.io/revision') == revision:
+            return replicaset['metadata']['labels']['pod-template-hash']
+    raise AssertionError('no ReplicaSet at the Deployment revision')
+
+
+def cluster_state(workload) -> dict:
+    """Everything in the namespace the runbook could change, by resourceVersion."""
+    kube, namespace = workload.kube, workload.namespace
+    items = {}
+    for kind in ('deployments', 'replicasets', 'pods', 'configmaps'):
+        for item in kube.get(kind, namespace=namespace)['items']:
+            items[f"{kind}/{item['metadata']['name']}"] = item['metadata']['resourceVersion']
+    return items
+
+
+def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(workload):
+    before_pods = {pod['metadata']['name'] for pod in workload.pods()}
+    before_hash = current_hash(workload)
+    assert len(before_pods) == 2
+    assert workload.lab.refresh('svc')[0] == 401
+
+    rc, output = run(workload)
+    assert rc == 0, output[-6000:]
+
+    result = report(workload)
+    diagnosis = result['diagnosis']
+    assert diagnosis['recovery_needed'] is True
+    assert diagnosis['platform'] == 'kubernetes'
+    assert diagnosis['kubernetes']['deployment'] == 'vllm'
+    assert sorted(diagnosis['kubernetes']['pods']) == sorted(before_pods)
+    assert diagnosis['cache']['stale'] is True
+    # the logs of both replicas were read, and they show the incident
+    assert diagnosis['logs']['error_lines'] > 0
+    log_task = re.search(r'TASK \[inferops\.vllm_dr\.restore : Read the logs of every replica\] \*+\n((?:ok: .*\n)+)', output)
+    assert sorted(re.findall(r'\(item=([\w-]+)\)', log_task.group(1))) == sorted(before_pods)
+
+    # exec: the cache was purged inside the pods, backed up on the volume and on the controller
+    purge = result['purge']
+    assert not os.path.exists(workload.lab.cache_path) or digest(workload.lab.cache_path) is not None
+    assert purge['cache_backups'], purge
+    fetched = [os.path.join(root, name) for root, _, names in os.walk(purge['backup_dir']) for name in names
+               if name.startswith('token_cache.db')]
+    assert fetched, os.listdir(purge['backup_dir'])
+    assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
+    assert int(purge['sessions_deleted']) >= 1
+
+    # restarted: a new ReplicaSet, all pods Ready, none of the old ones left
+    after_hash = current_hash(workload)
+    assert after_hash != before_hash
+    assert pod_hashes(workload) == {after_hash}
+    pods = workload.pods()
+    assert len(pods) == 2 and not before_pods & {pod['metadata']['name'] for pod in pods}
+    assert all(any(c['type'] == 'Ready' and c['status'] == 'True' for c in pod['status']['conditions']) for pod in pods)
+    deployment = workload.deployment()
+    assert 'kubectl.kubernetes.io/restartedAt' in deployment['spec']['template']['metadata']['annotations']
+    assert re.match(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$',
+                    deployment['spec']['template']['metadata']['annotations']['kubectl.kubernetes.io/restartedAt'])
+    assert workload.runtime.restarts, 'the gateway behind the pods was not restarted by the rollout'
+
+    # validated, and really working
+    assert result['validation']['failed'] == [], result['validation']
+    assert workload.lab.refresh('svc')[0] == 200
+
+    # vllm.yaml in the ConfigMap: the flag set, the comment and the other key kept
+    data = workload.config_map()['data']
+    assert data['vllm.yaml'].startswith(CONFIG_NOTE)
+    assert yaml.safe_load(data['vllm.yaml'])['session_state_store']['refresh_on_startup'] is True
+    assert data['logging.ini'] == '[logger_root]\nlevel = INFO\n'
+
+    # a second run finds nothing to do and restarts nothing
+    generation = workload.deployment()['metadata']['generation']
+    rc, output = run(workload)
+    assert rc == 0, output[-4000:]
+    assert recap(output)['changed'] == 0, output[-4000:]
+    assert workload.deployment()['metadata']['generation'] == generation
+
+
+def test_check_mode_changes_nothing_in_the_cluster(workload):
+    before = cluster_state(workload)
+    cache = digest(workload.lab.cache_path)
+    rc, output = run(workload, '--check')
+    assert rc == 0, output[-6000:]
+    assert 'changed: [lab' in output  # it does report what it would change
+    assert cluster_state(workload) == before
+    assert digest(workload.lab.cache_path) == cache
+    assert not workload.runtime.restarts
+
+
+def test_init_container_method_patches_a_deployment_the_api_server_accepts(workload, tmp_path):
+    workload.write_inventory(vllm_dr_k8s_purge_method='init_container')
+    rc, output = run(workload)
+    assert rc == 0, output[-6000:]
+
+    template = workload.deployment()['spec']['template']['spec']
+    init = [c for c in template.get('initContainers', []) if c['name'] == 'purge-token-cache']
+    assert len(init) == 1
+    assert init[0]['volumeMounts'] == [{'name': 'vllm-data', 'mountPath': '/var/lib/vllm'}]
+    assert init[0]['command'][:2] == ['sh', '-c']
+    assert pod_hashes(workload) == {current_hash(workload)}
+
+    # the init container's script, run by sh here, moves the cache aside on the volume and keeps five
+    data = tmp_path / 'volume'
+    data.mkdir()
+    script = init[0]['command'][2].replace(workload.lab.cache_path, str(data / 'token_cache.db'))
+    for run_number in range(7):
+        (data / 'token_cache.db').write_bytes(b'cache %d' % run_number)
+        (data / 'token_cache.db-wal').write_bytes(b'wal')
+        subprocess.run(['sh', '-c', script], check=True)
+        assert not (data / 'token_cache.db').exists() and not (data / 'token_cache.db-wal').exists()
+    kept = sorted(os.listdir(data / '.vllm_dr_backups'))
+    assert len(kept) == 5
+    assert sorted(os.listdir(data / '.vllm_dr_backups' / kept[-1])) == ['token_cache.db', 'token_cache.db-wal']
+    subprocess.run(['sh', '-c', script], check=True)  # nothing to move: still succeeds
+
+    # applying it again changes nothing: the same init container is already there
+    generation = workload.deployment()['metadata']['generation']
+    rc, output = run(workload, '-e', 'vllm_dr_force=true')
+    assert rc == 0, output[-6000:]
+    assert workload.deployment()['metadata']['generation'] == generation
+
+
+def test_velero_hook_method_annotates_the_pod_template_and_purges_now(workload):
+    workload.write_inventory(vllm_dr_k8s_purge_method='velero_hook')
+    rc, output = run(workload)
+    assert rc == 0, output[-6000:]
+    annotations = workload.deployment()['spec']['template']['metadata']['annotations']
+    assert annotations['init.hook.restore.velero.io/container-name'] == 'purge-token-cache'
+    assert annotations['init.hook.restore.velero.io/container-image'].startswith('busybox')
+    command = json.loads(annotations['init.hook.restore.velero.io/command'])
+    assert command[:2] == ['sh', '-c'] and 'token_cache.db' in command[2]
+    assert 'initContainers' not in workload.deployment()['spec']['template']['spec']  # ordinary restarts keep the cache
+    assert report(workload)['purge']['cache_backups']
+    assert workload.lab.refresh('svc')[0] == 200
+
+
+VELERO_CRD = {
+    'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition',
+    'metadata': {'name': 'restores.velero.io'},
+    'spec': {'group': 'velero.io', 'scope': 'Namespaced',
+             'names': {'plural': 'restores', 'singular': 'restore', 'kind': 'Restore', 'listKind': 'RestoreList'},
+             'versions': [{'name': 'v1', 'served': True, 'storage': True,
+                           'schema': {'openAPIV3Schema': {'type': 'object',
+                                                          'x-kubernetes-preserve-unknown-fields': True}}}]},
+}
+
+
+def velero_restore(name, phase, completed=None):
+    status = {'phase': phase}
+    if completed:
+        status['completionTimestamp'] = completed
+    return {'apiVersion': 'velero.io/v1', 'kind': 'Restore', 'metadata': {'name': name, 'namespace': 'velero'},
+            'spec': {'backupName': 'nightly'}, 'status': status}
+
+
+def restored_at(output):
+    return re.search(r'"restored at: ([^"]*)"', output).group(1)
+
+
+def test_restore_time_comes_from_the_latest_finished_velero_restore(workload):
+    workload.write_inventory(vllm_dr_restored_at='')
+    kube = workload.kube
+    kube.kubectl('delete', 'crd', 'restores.velero.io', '--ignore-not-found')
+    rc, output = run(workload, '--tags', 'diagnose', '--check')
+    assert rc == 0, output[-6000:]
+    assert restored_at(output) == 'unknown'  # no Velero installed: no restore time, no failure
+
+    kube.apply(VELERO_CRD)
+    kube.kubectl('wait', '--for=condition=Established', 'crd/restores.velero.io', '--timeout=60s')
+    kube.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'velero'}},
+               velero_restore('nightly-1', 'Completed', '2026-11-30T02:10:00Z'),
+               velero_restore('nightly-2', 'PartiallyFailed', '2026-12-01T02:12:30Z'),
+               velero_restore('nightly-3', 'InProgress'),
+               velero_restore('nightly-0', 'Failed', '2026-11-29T02:00:00Z'))
+    try:
+        rc, output = run(workload, '--tags', 'diagnose', '--check')
+        assert rc == 0, output[-6000:]
+        assert restored_at(output) == '2026-12-01T02:12:30Z'
+    finally:
+        kube.kubectl('delete', 'crd', 'restores.velero.io', '--ignore-not-found')
+
+
+def test_a_missing_deployment_is_an_error(workload):
+    workload.write_inventory(vllm_dr_k8s_deployment='vllm-gone')
+    rc, output = run(workload)
+    assert rc != 0
+    assert re.search(r'Deployment vllm-gone not found in namespace vllm-\w+; check vllm_dr_k8s_deployment', output)
+
+
+def rbac_documents(namespace: str, drop_verb: tuple | None = None) -> list:
+    with open(RBAC, encoding='utf-8') as handle:
+        documents = [doc for doc in yaml.safe_load_all(handle) if doc]
+    for doc in documents:
+        doc['metadata']['namespace'] = namespace if doc['metadata']['namespace'] == 'vllm' else doc['metadata']['namespace']
+        for subject in doc.get('subjects', []):
+            subject['namespace'] = namespace
+        if drop_verb and doc['kind'] == 'Role':
+            for rule in doc['rules']:
+                if drop_verb[1] in rule['resources'] and drop_verb[0] in rule['verbs']:
+                    rule['verbs'] = [verb for verb in rule['verbs'] if verb != drop_verb[0]]
+    return documents
+
+
+def service_account_kubeconfig(workload, tmp_path) -> str:
+    kube = workload.kube
+    token = kube.kubectl('-n', workload.namespace, 'create', 'token', 'vllm-dr', '--duration=1h').strip()
+    config = yaml.safe_load(kube.kubectl('config', 'view', '--raw', '--minify', '-o', 'yaml'))
+    config = copy.deepcopy(config)
+    config['users'] = [{'name': 'vllm-dr', 'user': {'token': token}}]
+    config['contexts'][0]['context']['user'] = 'vllm-dr'
+    path = tmp_path / 'vllm-dr.kubeconfig'
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_runbook_runs_with_the_shipped_least_privilege_role(workload, tmp_path):
+    kube = workload.kube
+    kube.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'velero'}})
+    kube.apply(*rbac_documents(workload.namespace))
+    kubeconfig = service_account_kubeconfig(workload, tmp_path)
+    # the identity really is limited: it may not read secrets
+    assert kube.kubectl('auth', 'can-i', 'get', 'secrets', '-n', workload.namespace,
+                        kubeconfig=kubeconfig, check=False).strip() == 'no'
+    inventory = workload.write_inventory(vllm_dr_k8s_auth={'kubeconfig': kubeconfig}, vllm_dr_restored_at='')
+    rc, output = run(workload, inventory=inventory)
+    assert rc == 0, output[-6000:]
+    assert report(workload)['validation']['failed'] == []
+    assert kubeconfig not in output or 'token' not in output
+    token = yaml.safe_load(open(kubeconfig, encoding='utf-8'))['users'][0]['user']['token']
+    assert token not in output
+
+
+def test_a_role_missing_a_verb_fails_first_and_names_the_permission(workload, tmp_path):
+    kube = workload.kube
+    kube.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'velero'}})
+    kube.apply(*rbac_documents(workload.namespace, drop_verb=('patch', 'deployments')))
+    kubeconfig = service_account_kubeconfig(workload, tmp_path)
+    inventory = workload.write_inventory(vllm_dr_k8s_auth={'kubeconfig': kubeconfig})
+    before = cluster_state(workload)
+    cache = digest(workload.lab.cache_path)
+    rc, output = run(workload, inventory=inventory)
+    assert rc != 0
+    assert re.search(rf'missing Kubernetes permission: patch deployments\.apps in namespace {workload.namespace}; '
+                     r'grant it to this identity', output), output[-4000:]
+    # it stopped before the purge changed anything
+    assert cluster_state(workload) == before
+    assert digest(workload.lab.cache_path) == cache
+
+
+def test_a_rollout_that_cannot_finish_fails_with_its_conditions(workload):
+    kube = workload.kube
+    kube.kubectl('cordon', 'kwok-node-0')
+    try:
+        inventory = workload.write_inventory(vllm_dr_k8s_rollout_timeout=8)
+        rc, output = run(workload, inventory=inventory)
+    finally:
+        kube.kubectl('uncordon', 'kwok-node-0')
+    assert rc != 0
+    assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 0/2',
+                     output) or re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated \d/2, '
+                                          r'available \d/2, replicas \d \(old ones included\)'
+                                          r'(, generation \d+ not yet observed \(controller at \d+\))?; conditions: '
+                                          r'.*Progressing=', output), output[-4000:]
