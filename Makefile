@@ -43,8 +43,12 @@ lint: deps
 unit: deps
 	$(PYTEST) tests/unit --junitxml=$(REPORTS)/unit.xml
 
-# The Kubernetes suite (tests/integration/k8s) runs here too; its control plane is built once and cached.
+# The Kubernetes suite (tests/integration/k8s) runs here too; its control plane is built once and cached
+# (first, outside pytest's per-test time limit), unless KUBECONFIG names a cluster to use instead.
+K8S_BUILD := $(if $(KUBECONFIG),@true,bash tools/k8s/build.sh >/dev/null)
+
 integration: deps
+	$(K8S_BUILD)
 	$(PYTEST) tests/integration --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
@@ -53,6 +57,7 @@ molecule: deps
 	$(BIN)/molecule test --all
 
 test-k8s: deps
+	$(K8S_BUILD)
 	$(PYTEST) tests/integration/k8s --junitxml=$(REPORTS)/k8s.xml
 
 # kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok: built from the Go module proxy into

@@ -3,7 +3,7 @@
 KubeCluster is the cluster named by KUBECONFIG when the user gives one, else a real control plane started by
 tools/k8s/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler; kwok for the kubelets).
 vllm_workload() is the incident's workload: a `vllm` Deployment of pods labelled app=vllm, the token cache on a
-PVC at /var/lib/vllm, vllm.yaml in a ConfigMap. With kwok, the pods' logs are the lab gateway's log file
+PVC (mounted at the lab's data directory, which stands for /var/lib/vllm), vllm.yaml in a ConfigMap. With kwok, the pods' logs are the lab gateway's log file
 (ClusterLogs) and `kubectl exec` runs on this machine in the lab's data directory (ClusterExec); GatewayRuntime
 plays the kubelet's part for the process behind the pods: a new ReplicaSet's pods restart the lab gateway with the
 ConfigMap's vllm.yaml, as pods started from a new template would start vLLM with it.
@@ -106,6 +106,16 @@ def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
     with open(lab.config_path, encoding='utf-8') as handle:
         config_text = CONFIG_NOTE + handle.read()
     labels = {'app': 'vllm'}
+    pod_spec = {
+        'containers': [{
+            'name': 'vllm', 'image': 'vllm/vllm-openai:latest',
+            # kwok runs `kubectl exec` on this machine: the volume is mounted where the lab keeps the cache,
+            # so the pod and this machine name the cache by the same path
+            'volumeMounts': [{'name': 'vllm-data', 'mountPath': data_dir},
+                             {'name': 'config', 'mountPath': '/etc/vllm'}]}],
+        'volumes': [{'name': 'vllm-data', 'persistentVolumeClaim': {'claimName': 'vllm-pvc'}},
+                    {'name': 'config', 'configMap': {'name': 'vllm-config'}}],
+    }
     return [
         {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
         {'apiVersion': 'v1', 'kind': 'PersistentVolume',
@@ -124,14 +134,7 @@ def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
          'metadata': {'name': 'vllm', 'namespace': namespace, 'labels': labels},
          'spec': {'replicas': replicas, 'selector': {'matchLabels': labels},
                   'strategy': {'type': 'RollingUpdate', 'rollingUpdate': {'maxSurge': 1, 'maxUnavailable': 0}},
-                  'template': {
-                      'metadata': {'labels': labels},
-                      'spec': {'containers': [{
-                          'name': 'vllm', 'image': 'vllm/vllm-openai:latest',
-                          'volumeMounts': [{'name': 'vllm-data', 'mountPath': '/var/lib/vllm'},
-                                           {'name': 'config', 'mountPath': '/etc/vllm'}]}],
-                          'volumes': [{'name': 'vllm-data', 'persistentVolumeClaim': {'claimName': 'vllm-pvc'}},
-                                      {'name': 'config', 'configMap': {'name': 'vllm-config'}}]}}}},
+                  'template': {'metadata': {'labels': labels}, 'spec': pod_spec}}},
         {'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'ClusterLogs', 'metadata': {'name': f'{namespace}-logs'},
          'spec': {'selector': {'matchNamespaces': [namespace]},
                   'logs': [{'containers': ['vllm'], 'logsFile': pod_log_path(lab), 'follow': False}]}},

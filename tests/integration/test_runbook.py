@@ -6,8 +6,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 from xml.etree import ElementTree
 
 import pytest
@@ -18,9 +16,6 @@ from harness.playbooks import playbook as run_playbook
 from harness.playbooks import recap
 from harness.sessions import dump_redis
 from lab.labctl import Lab
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
 
 
 @pytest.fixture

@@ -117,7 +117,9 @@ EOF
 }
 
 build_kwok() {
-    local src="$cache/src/kwok" dir stamp="$cache/.kwok-${KWOK_VERSION}-$(sha256sum "$here/kwok-exec-stdin-eof.patch" | cut -c1-12)"
+    local src="$cache/src/kwok" dir stamp patch_sum
+    patch_sum="$(sha256sum "$here/kwok-exec-stdin-eof.patch" | cut -c1-12)"
+    stamp="$cache/.kwok-${KWOK_VERSION}-$patch_sum"
     have kwok kwokctl && [[ -f "$stamp" ]] && return 0
     log "building kwok, kwokctl ${KWOK_VERSION} (with kwok-exec-stdin-eof.patch)"
     dir="$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"

@@ -81,9 +81,8 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
 
     # exec: the cache was purged inside the pods, backed up on the volume and on the controller
     purge = result['purge']
-    assert not os.path.exists(workload.lab.cache_path) or digest(workload.lab.cache_path) is not None
     assert purge['cache_backups'], purge
-    fetched = [os.path.join(root, name) for root, _, names in os.walk(purge['backup_dir']) for name in names
+    fetched = [os.path.join(walked[0], name) for walked in os.walk(purge['backup_dir']) for name in walked[2]
                if name.startswith('token_cache.db')]
     assert fetched, os.listdir(purge['backup_dir'])
     assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
@@ -139,7 +138,7 @@ def test_init_container_method_patches_a_deployment_the_api_server_accepts(workl
     template = workload.deployment()['spec']['template']['spec']
     init = [c for c in template.get('initContainers', []) if c['name'] == 'purge-token-cache']
     assert len(init) == 1
-    assert init[0]['volumeMounts'] == [{'name': 'vllm-data', 'mountPath': '/var/lib/vllm'}]
+    assert init[0]['volumeMounts'] == [{'name': 'vllm-data', 'mountPath': os.path.dirname(workload.lab.cache_path)}]
     assert init[0]['command'][:2] == ['sh', '-c']
     assert pod_hashes(workload) == {current_hash(workload)}
 
@@ -232,16 +231,17 @@ def test_a_missing_deployment_is_an_error(workload):
 
 
 def rbac_documents(namespace: str, drop_verb: tuple | None = None) -> list:
+    """The shipped RBAC for a workload in `namespace`, optionally with one verb taken away."""
     with open(RBAC, encoding='utf-8') as handle:
-        documents = [doc for doc in yaml.safe_load_all(handle) if doc]
+        documents = yaml.safe_load(handle)['items']
     for doc in documents:
-        doc['metadata']['namespace'] = namespace if doc['metadata']['namespace'] == 'vllm' else doc['metadata']['namespace']
+        if doc['metadata']['namespace'] == 'vllm':
+            doc['metadata']['namespace'] = namespace
         for subject in doc.get('subjects', []):
             subject['namespace'] = namespace
-        if drop_verb and doc['kind'] == 'Role':
-            for rule in doc['rules']:
-                if drop_verb[1] in rule['resources'] and drop_verb[0] in rule['verbs']:
-                    rule['verbs'] = [verb for verb in rule['verbs'] if verb != drop_verb[0]]
+        for rule in doc.get('rules', []) if drop_verb else []:
+            if drop_verb[1] in rule['resources']:
+                rule['verbs'] = [verb for verb in rule['verbs'] if verb != drop_verb[0]]
     return documents
 
 
@@ -301,8 +301,7 @@ def test_a_rollout_that_cannot_finish_fails_with_its_conditions(workload):
     finally:
         kube.kubectl('uncordon', 'kwok-node-0')
     assert rc != 0
-    assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 0/2',
-                     output) or re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated \d/2, '
-                                          r'available \d/2, replicas \d \(old ones included\)'
-                                          r'(, generation \d+ not yet observed \(controller at \d+\))?; conditions: '
-                                          r'.*Progressing=', output), output[-4000:]
+    # maxSurge 1, maxUnavailable 0: one new pod waits for a node, the two old ones keep serving
+    assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 2/2, '
+                     r'replicas 3 \(old ones included\); conditions: .*Progressing=True \((NewReplicaSetCreated|ReplicaSetUpdated)', output), \
+        output[-4000:]
