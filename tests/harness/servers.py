@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -32,6 +33,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
+
+
+def free_cluster_port() -> int:
+    """A free loopback port for a Redis Cluster node: at most 55535, with port + 10000 (its bus port) free too."""
+    for _ in range(200):
+        port = random.randint(20000, 55535)
+        if not port_open(port) and not port_open(port + 10000):
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as one, \
+                        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bus:
+                    one.bind((LOOPBACK, port))
+                    bus.bind((LOOPBACK, port + 10000))
+                return port
+            except OSError:
+                continue
+    raise ServerError('no free loopback port pair (port, port + 10000) for a Redis Cluster node')
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:
@@ -161,7 +178,8 @@ class RedisServer(_Process):
         self.extra_config = list(config or [])
 
     def _choose_ports(self) -> None:
-        self.port = free_port()
+        # a cluster node also listens on port + 10000, so its port must leave room for that
+        self.port = free_cluster_port() if 'cluster-enabled yes' in self.extra_config else free_port()
 
     def _config_lines(self) -> list:
         lines = [
