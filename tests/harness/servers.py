@@ -37,7 +37,7 @@ def free_port() -> int:
 
 def free_cluster_port() -> int:
     """A free loopback port for a Redis Cluster node: at most 55535, with port + 10000 (its bus port) free too."""
-    for _ in range(200):
+    for _attempt in range(200):
         port = random.randint(20000, 55535)
         if not port_open(port) and not port_open(port + 10000):
             try:

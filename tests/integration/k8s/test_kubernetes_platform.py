@@ -9,10 +9,12 @@ import os
 import re
 import subprocess
 
+import redis
 import yaml
 
 from harness.k8s import CONFIG_NOTE
 from harness.playbooks import playbook, recap
+from harness.sessions import dump_redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
@@ -27,6 +29,10 @@ def digest(path):
         return None
     with open(path, 'rb') as handle:
         return hashlib.sha256(handle.read()).hexdigest()
+
+
+def store(workload):
+    return redis.Redis(host='127.0.0.1', port=workload.lab.state['ports']['redis'], socket_timeout=5)
 
 
 def report(workload) -> dict:
@@ -61,6 +67,8 @@ def cluster_state(workload) -> dict:
 def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(workload):
     before_pods = {pod['metadata']['name'] for pod in workload.pods()}
     before_hash = current_hash(workload)
+    before_cache = digest(workload.lab.cache_path)
+    before_store = dump_redis(store(workload))
     assert len(before_pods) == 2
     assert workload.lab.refresh('svc')[0] == 401
 
@@ -117,6 +125,17 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     assert rc == 0, output[-4000:]
     assert recap(output)['changed'] == 0, output[-4000:]
     assert workload.deployment()['metadata']['generation'] == generation
+
+    # the rollback puts the first run's cache back into the pods running now, byte for byte
+    rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f"vllm_dr_rollback_dir={purge['backup_dir']}",
+                          env=workload.kube.env)
+    assert rc == 0, output[-4000:]
+    assert digest(workload.lab.cache_path) == before_cache
+    # every swept session is back; the service's own session was signed in again by the restarted gateway
+    service = f"vllm:session:{workload.lab.state['service_session']}".encode()
+    after_store = dump_redis(store(workload))
+    assert {k: v for k, v in after_store.items() if k != service} == \
+        {k: v for k, v in before_store.items() if k != service}
 
 
 def test_check_mode_changes_nothing_in_the_cluster(workload):
