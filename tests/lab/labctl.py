@@ -300,6 +300,8 @@ class Lab:
         return {'restarted_at': time.time()}
 
     def down(self) -> dict:
+        # a restart through `labctl restart` (the runbook's restart command) ran in another process: its pids are on disk
+        self.state = self._load()
         for name in ('gateway', 'idp', 'redis'):
             self._stop(name)
         return {'down': True}
