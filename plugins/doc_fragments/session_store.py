@@ -120,6 +120,6 @@ options:
     type: float
     default: 10.0
 requirements:
-  - redis (Python library) for the Redis backends
+  - redis (Python library) for the Redis backends; hiredis (Python library) recommended for large Redis stores
   - etcd3gw (Python library) for O(backend=etcd)
 """

@@ -19,7 +19,7 @@ import json
 import traceback
 import urllib.parse
 
-from ._session_backup import Batch, Entry
+from ._session_backup import Entry
 from ._session_errors import StoreError
 
 ETCD_IMPORT_ERROR = None
@@ -122,8 +122,11 @@ class EtcdStore:
     def partitions(self):
         return [self]
 
-    def scan_batches(self, batch_size: int, options):  # pylint: disable=unused-argument
-        """Every key under the prefix, a page at a time; the module judges each (JSON values)."""
+    def sweep(self, job) -> None:
+        job.run_in_turn(self)
+
+    def scan_batches(self, batch_size: int):
+        """Every key under the prefix, a page at a time, at the revision of the first page; the module judges each."""
         start, end, revision = self.prefix, prefix_range_end(self.prefix), None
         while True:
             payload = {'key': _b64(start), 'range_end': _b64(end), 'limit': batch_size}
@@ -133,8 +136,8 @@ class EtcdStore:
             revision = revision or int(reply['header']['revision'])
             kvs = reply.get('kvs', [])
             if kvs:
-                yield Batch([Entry(base64.b64decode(kv['key']), 'json', value=base64.b64decode(kv.get('value', '')),
-                                   version=int(kv['mod_revision']), lease=int(kv.get('lease', 0))) for kv in kvs])
+                yield [Entry(base64.b64decode(kv['key']), 'json', value=base64.b64decode(kv.get('value', '')),
+                             version=int(kv['mod_revision']), lease=int(kv.get('lease', 0))) for kv in kvs]
             if not reply.get('more') or not kvs:
                 return
             start = base64.b64decode(kvs[-1]['key']) + b'\0'

@@ -4,9 +4,10 @@
 
 """Session stores in Redis: standalone, Sentinel and Cluster.
 
-Reads, conditional deletes and restores each run as one server-side script per
-batch (per hash slot in a cluster), so every decision is atomic on the server
-and a batch costs one round trip.
+A sweep reads with plain pipelined commands (SCAN, HGETALL, PTTL: one write and one
+read per batch) and judges in Python; deletes and restores run as one server-side
+script per batch (per hash slot in a cluster), so every decision to delete or write
+is atomic on the server.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """
@@ -16,8 +17,8 @@ from __future__ import annotations
 import time
 import traceback
 
-from ._session_backup import Batch, Entry
-from ._timestamps import EPOCH_MILLIS_THRESHOLD
+from ._redis_wire import Wire, bulk, encode, encode_each
+from ._session_backup import Entry
 from ._session_errors import StoreError
 
 REDIS_IMPORT_ERROR = None
@@ -29,116 +30,11 @@ try:
 except ImportError:
     REDIS_IMPORT_ERROR = traceback.format_exc()
 
-# Reads and judges a batch on the server, so that a sweep over millions of sessions
-# moves only the sessions it removes. ARGV: expiry field, cutoff (epoch seconds),
-# select ('expired', 'all', or 'read' to judge nothing), malformed ('keep' or
-# 'sweep'), the epoch-milliseconds threshold.
-# The parser decides only the forms it knows exactly (epoch seconds or ms as
-# digits; YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+HH:MM|-HH:MM] with valid fields); any
-# other value comes back "undecided" and the module judges it in Python, so both
-# give one verdict for every value.
-# Reply: {decided, malformed, wrong_type, earliest, latest, entries...}; each entry
-# is {key, type, verdict ('match' or 'undecided'), pttl, HGETALL or GET}.
-JUDGE_SCRIPT = """
-local field, cutoff, select, malformed = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local millis = tonumber(ARGV[5])
-local month_days = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
-
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = math.floor(y / 400)
-  local yoe = y - era * 400
-  local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
-  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
-end
-
-local function epoch(text)
-  if string.find(text, '^%d+$') or string.find(text, '^%d+%.%d+$') then
-    local n = tonumber(text)
-    if n > millis then n = n / 1000 end
-    return n
-  end
-  local y, mo, d, h, mi, s, rest = string.match(text, '^(%d%d%d%d)%-(%d%d)%-(%d%d)[T ](%d%d):(%d%d):(%d%d)(.*)$')
-  if not y then return nil end
-  y, mo, d, h, mi, s = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(s)
-  local leap = (y % 4 == 0 and y % 100 ~= 0) or y % 400 == 0
-  if y < 1 or mo < 1 or mo > 12 or d < 1 or h > 23 or mi > 59 or s > 59 then return nil end
-  if d > month_days[mo] + ((mo == 2 and leap) and 1 or 0) then return nil end
-  local micro = 0
-  local frac, zone = string.match(rest, '^%.(%d+)(.*)$')
-  if frac then
-    micro = tonumber(string.sub(frac .. '00000', 1, 6))
-    rest = zone
-  end
-  local offset = 0
-  if rest == 'Z' or rest == 'z' then
-    offset = 0
-  elseif rest ~= '' then
-    local sign, oh, om = string.match(rest, '^([+-])(%d%d):(%d%d)$')
-    if not sign or tonumber(oh) > 23 or tonumber(om) > 59 then return nil end
-    offset = (tonumber(oh) * 3600 + tonumber(om) * 60) * (sign == '-' and -1 or 1)
-  end
-  local seconds = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s - offset
-  return (seconds * 1000000 + micro) / 1000000
-end
-
-local decided, bad, wrong, earliest, latest = 0, 0, 0, nil, nil
-local out = {0, 0, 0, '', ''}
-local function keep_entry(key, kind, verdict, content)
-  out[#out + 1] = key
-  out[#out + 1] = kind
-  out[#out + 1] = verdict
-  out[#out + 1] = redis.call('PTTL', key)
-  out[#out + 1] = content
-end
-
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local raw = redis.pcall('HGET', key, field)
-  if type(raw) == 'table' and raw.err and not string.find(raw.err, 'WRONGTYPE', 1, true) then
-    error(raw.err)
-  end
-  if type(raw) == 'table' then
-    local kind = redis.call('TYPE', key)['ok']
-    decided = decided + 1
-    wrong = wrong + 1
-    if kind == 'string' and malformed == 'sweep' and select ~= 'read' then
-      keep_entry(key, kind, 'match', redis.call('GET', key))
-    end
-  elseif select == 'read' then
-    if raw ~= false or redis.call('EXISTS', key) == 1 then
-      keep_entry(key, 'hash', 'undecided', redis.call('HGETALL', key))
-    end
-  elseif raw == false then
-    if redis.call('EXISTS', key) == 1 then
-      decided = decided + 1
-      bad = bad + 1
-      if malformed == 'sweep' then keep_entry(key, 'hash', 'match', redis.call('HGETALL', key)) end
-    end
-  else
-    local when = epoch(raw)
-    if when == nil then
-      keep_entry(key, 'hash', 'undecided', redis.call('HGETALL', key))
-    else
-      decided = decided + 1
-      if earliest == nil or when < earliest then earliest = when end
-      if latest == nil or when > latest then latest = when end
-      if select == 'all' or when < cutoff then
-        keep_entry(key, 'hash', 'match', redis.call('HGETALL', key))
-      end
-    end
-  end
-end
-out[1], out[2], out[3] = decided, bad, wrong
-if earliest then out[4] = string.format('%.6f', earliest) end
-if latest then out[5] = string.format('%.6f', latest) end
-return out
-"""
-
 # ARGV: n, n guard field names, then per key: its type and n expectations
 # ('=' .. value, or '!' for a field that was missing; a string key has its value
 # first). A key is unlinked only when its type and every guard field are still
-# what was judged; pcall turns a changed type into "changed", not an error.
+# what was judged; pcall turns a changed type into "changed", not an error. The
+# script is atomic, so the keys that passed are unlinked together at the end.
 DELETE_SCRIPT = """
 local function wrongtype_as_false(reply)
   if type(reply) == 'table' and reply.err then
@@ -150,7 +46,7 @@ end
 local n = tonumber(ARGV[1])
 local fields = {}
 for j = 1, n do fields[j] = ARGV[1 + j] end
-local result = {}
+local result, gone = {}, {}
 local at = 2 + n
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -177,11 +73,14 @@ for i = 1, #KEYS do
   end
   at = at + 1 + n
   if same then
-    redis.call('UNLINK', key)
+    gone[#gone + 1] = key
     result[i] = 1
   else
     result[i] = 0
   end
+end
+for first = 1, #gone, 1000 do
+  redis.call('UNLINK', unpack(gone, first, math.min(first + 999, #gone)))
 end
 return result
 """
@@ -221,19 +120,6 @@ for i = 1, #KEYS do
 end
 return result
 """
-
-
-def _as_fields(content) -> dict:
-    """HGETALL as a dict, whether the connection speaks RESP2 (flat list) or RESP3 (map)."""
-    if isinstance(content, dict):
-        return content
-    return dict(zip(content[0::2], content[1::2]))
-
-
-def _expire_at(ttl) -> int | None:
-    """Absolute expiry in ms from a PTTL taken now (None: no TTL)."""
-    ttl = int(ttl)
-    return int(time.time() * 1000) + ttl if ttl >= 0 else None
 
 
 def _text(value) -> str:
@@ -292,13 +178,116 @@ def _describe_error(exc: Exception, location: str) -> str:
     return f'Redis at {location} failed: {text}'
 
 
-class _Scripts:
-    """The scripts, loaded once per server (EVALSHA with a fallback to loading)."""
+class _Script:
+    """A server-side script run with EVALSHA, loaded again when the server lost it (restart, failover, flush).
 
-    def __init__(self, client):
-        self.judge = client.register_script(JUDGE_SCRIPT)
-        self.delete = client.register_script(DELETE_SCRIPT)
-        self.restore = client.register_script(RESTORE_SCRIPT)
+    ``args_for(group)`` gives a group's ARGV already in the protocol: (count, bytes).
+    """
+
+    def __init__(self, source: str):
+        self.source = source.encode('utf-8')
+        self.sha = None
+
+    def payload(self, groups, args_for) -> bytes:
+        """One EVALSHA per group of entries (a cluster's slot groups; one group elsewhere), in the protocol."""
+        parts = []
+        for group in groups:
+            count, argv = args_for(group)
+            parts.append(b'*%d\r\n$7\r\nEVALSHA\r\n%s%s' % (3 + len(group) + count, bulk(self.sha), bulk(len(group))))
+            parts.append(b''.join([b'$%d\r\n%s\r\n' % (len(entry.key), entry.key) for entry in group]))
+            parts.append(argv)
+        return b''.join(parts)
+
+    def send(self, wire, groups, args_for) -> None:
+        wire.send_encoded(self.payload(groups, args_for), len(groups))
+
+    def load(self, wire) -> None:
+        if self.sha is None:
+            self.sha = _raised(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
+
+    def replies(self, wire, groups, args_for, replies) -> list:
+        """``replies`` with any NOSCRIPT answer replaced by a run after loading the script again (it never ran)."""
+        lost = [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
+        if lost:
+            self.sha = None
+            self.load(wire)
+            self.send(wire, [groups[index] for index in lost], args_for)
+            replies = list(replies)
+            for index, reply in zip(lost, wire.receive(len(lost))):
+                replies[index] = reply
+        return [_raised(reply) for reply in replies]
+
+    def run(self, wire, groups, args_for) -> list:
+        self.send(wire, groups, args_for)
+        return self.replies(wire, groups, args_for, wire.receive(len(groups)))
+
+
+def _is_error(reply, code: str) -> bool:
+    return isinstance(reply, Exception) and str(reply).startswith(code)
+
+
+def _raised(reply):
+    """A reply, or its error raised (the caller's guard turns it into one line)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _per_key(groups, replies) -> dict:
+    """{key: answer} from scripts that answer once per key of their group."""
+    answers = {}
+    for group, reply in zip(groups, replies):
+        answers.update(zip((entry.key for entry in group), reply))
+    return answers
+
+
+_MISSING = bulk(b'!')
+
+
+def _delete_args(guard_fields):
+    """The delete script's ARGV for a group: guard names, then each entry's type and expectations."""
+    head = bulk(len(guard_fields)) + b''.join(bulk(name) for name in guard_fields)
+    hash_kind = bulk('hash')
+    per_entry = 1 + len(guard_fields)
+
+    def args_for(group):
+        parts = [head]
+        add = parts.append
+        for entry in group:
+            if entry.kind == 'hash':
+                add(hash_kind)
+                fields = entry.fields
+                for name in guard_fields:
+                    value = fields.get(name)
+                    add(_MISSING if value is None else b'$%d\r\n=%s\r\n' % (len(value) + 1, value))
+            else:
+                add(bulk(entry.kind))
+                add(bulk(b'=' + (entry.value or b'')))
+                parts.extend([_MISSING] * (len(guard_fields) - 1))
+        return 1 + len(guard_fields) + per_entry * len(group), b''.join(parts)
+    return args_for
+
+
+def _restore_args(group):
+    args = []
+    for entry in group:
+        if entry.kind == 'hash':
+            flat = [part for pair in entry.fields.items() for part in pair]
+        else:
+            flat = [entry.value]
+        args.extend([entry.kind, -1 if entry.pexpireat is None else entry.pexpireat, len(flat)] + flat)
+    return len(args), b''.join(bulk(arg) for arg in args)
+
+
+class DeleteInFlight:
+    """A delete sent on the remover connection whose answers are still to be read."""
+
+    __slots__ = ('victims', 'groups', 'args_for')
+
+    def __init__(self, victims, groups, args_for):
+        self.victims = victims
+        self.groups = groups
+        self.args_for = args_for
 
 
 class RedisPartition:
@@ -307,37 +296,19 @@ class RedisPartition:
     def __init__(self, client, location: str, pattern: str, cluster: bool):
         self.client = client
         self.location = location
-        self.pattern = pattern
+        self.pattern = pattern.encode('utf-8')
         self.cluster = cluster
-        self.scripts = _Scripts(client)
+        self._delete = _Script(DELETE_SCRIPT)
+        self._restore = _Script(RESTORE_SCRIPT)
 
-    def _groups(self, keys):
+    def _groups(self, entries):
         """Script calls may only touch one hash slot in a cluster: one group per slot there, one group elsewhere."""
         if not self.cluster:
-            return [keys]
+            return [entries]
         groups = {}
-        for key in keys:
-            groups.setdefault(key_slot(key), []).append(key)
+        for entry in entries:
+            groups.setdefault(key_slot(entry.key), []).append(entry)
         return list(groups.values())
-
-    def _run_grouped_replies(self, script, items, args_for):
-        """Run ``script`` once per slot group of ``items`` in one pipeline; one reply per group."""
-        keyed = {}
-        for item in items:
-            keyed.setdefault(item.key, item)
-        groups = self._groups(list(keyed))
-        pipe = self.client.pipeline(transaction=False)
-        for group in groups:
-            script(keys=group, args=args_for([keyed[key] for key in group]), client=pipe)
-        return groups, pipe.execute()
-
-    def _run_grouped(self, script, items, args_for):
-        """Like _run_grouped_replies for scripts that answer per key; answers in ``items`` order."""
-        groups, replies = self._run_grouped_replies(script, items, args_for)
-        by_key = {}
-        for group, reply in zip(groups, replies):
-            by_key.update(zip(group, reply))
-        return [by_key[item.key] for item in items]
 
     def _guarded(self, action):
         try:
@@ -345,80 +316,159 @@ class RedisPartition:
         except redis.RedisError as exc:
             raise StoreError(_describe_error(exc, self.location)) from None
 
+    def _wire(self) -> Wire:
+        return self._guarded(lambda: Wire(self.client))
+
     def ping(self) -> None:
         self._guarded(self.client.ping)
 
-    def scan_batches(self, batch_size: int, options):
-        """Every key matching the pattern, SCANned and judged on the server one batch at a time."""
-        judge_select = options.select if options.select in ('expired', 'all') else 'read'
-        args = [options.expires_field, repr(float(options.cutoff)), judge_select, options.malformed,
-                EPOCH_MILLIS_THRESHOLD]
-        cursor = 0
-        while True:
-            cursor, keys = self._guarded(lambda c=cursor: self.client.scan(c, match=self.pattern, count=batch_size))
-            if keys:
-                yield self._judge(keys, args)
-            if cursor == 0:
-                return
+    # ---- sweep ----------------------------------------------------------------------------------
 
-    def _judge(self, keys, args) -> Batch:
-        probes = [Entry(key, None) for key in keys]
-        _groups, replies = self._guarded(
-            lambda: self._run_grouped_replies(self.scripts.judge, probes, lambda group: args))
-        batch = Batch()
-        for reply in replies:
-            batch.add_counts(int(reply[0]), int(reply[1]), int(reply[2]),
-                             float(reply[3]) if reply[3] else None, float(reply[4]) if reply[4] else None)
-            flat = reply[5:]
-            for at in range(0, len(flat), 5):
-                key, kind, verdict, ttl, content = flat[at:at + 5]
-                kind = _text(kind)
-                expire_at = _expire_at(ttl)
-                if kind == 'hash':
-                    entry = Entry(key, kind, fields=_as_fields(content), pexpireat=expire_at)
-                else:
-                    entry = Entry(key, kind, value=content, pexpireat=expire_at)
-                (batch.victims if _text(verdict) == 'match' else batch.entries).append(entry)
-        return batch
+    def sweep(self, job) -> None:
+        """Scan, read, judge, back up and delete, one round trip per batch and stage, the stages overlapped.
 
-    def delete_unchanged(self, entries, guard_fields):
-        def args_for(group):
-            args = [len(guard_fields)] + list(guard_fields)
-            for entry in group:
-                args.append(entry.kind)
-                if entry.kind == 'hash':
-                    fields = entry.fields
-                    args.extend(b'!' if fields.get(name) is None else b'=' + fields[name] for name in guard_fields)
-                else:
-                    args.append(b'=' + (entry.value or b''))
-                    args.extend([b'!'] * (len(guard_fields) - 1))
-            return args
+        The reader connection carries SCAN, HGETALL and PTTL, the remover connection the
+        delete scripts. While the server reads the next batch, this process backs up the
+        previous one and sends its delete. A batch is in the backup (fsynced) before its
+        delete is sent, and at most one delete is in flight.
+        """
+        wires = []
+        try:
+            reader = self._wire()
+            wires.append(reader)
+            remover = None
+            if job.deleting:
+                remover = self._wire()
+                wires.append(remover)
+                self._guarded(lambda: self._delete.load(remover))
+            self._guarded(lambda: self._sweep(job, reader, remover))
+        finally:
+            for wire in wires:
+                wire.close()
 
-        replies = self._guarded(lambda: self._run_grouped(self.scripts.delete, entries, args_for))
-        return [reply == 1 for reply in replies]
+    def _scan_command(self, cursor: bytes, count: int):
+        return (b'SCAN', cursor, b'MATCH', self.pattern, b'COUNT', count)
+
+    def _sweep(self, job, reader, remover) -> None:
+        cursor, keys = _raised(reader.call([self._scan_command(b'0', job.batch_size)])[0])
+        timed = []       # victims whose PTTL is being read (the backup keeps the TTL)
+        ready = []       # victims to back up and delete
+        in_flight = None
+        try:
+            while keys or cursor != b'0' or timed or ready:
+                payload = [encode_each(b'PTTL', [entry.key for entry in timed])]
+                scanning = cursor != b'0'
+                if scanning:
+                    payload.append(encode(self._scan_command(cursor, job.batch_size)))
+                payload.append(encode_each(b'HGETALL', keys))
+                count = len(timed) + scanning + len(keys)
+                reader.send_encoded(b''.join(payload), count)
+                if ready:
+                    # the server reads the next batch meanwhile
+                    sent, in_flight = in_flight, None
+                    self._settle(job, remover, sent)
+                    job.back_up(ready)
+                    in_flight = self.send_delete(remover, ready, job.guard_fields)
+                replies = reader.receive(count)
+                ready = _with_ttls(timed, replies[:len(timed)])
+                at = len(timed)
+                next_keys = []
+                if scanning:
+                    cursor, next_keys = _raised(replies[at])
+                    at += 1
+                victims = job.judge(self._entries(reader, keys, replies[at:], job.options.malformed == 'sweep'))
+                timed = []
+                if job.backing_up:
+                    timed = victims
+                elif job.deleting:
+                    ready = victims
+                keys = next_keys
+        except redis.RedisError:
+            # count what the delete in flight did, if the server can still say
+            try:
+                self._settle(job, remover, in_flight)
+            except redis.RedisError:
+                pass
+            raise
+        self._settle(job, remover, in_flight)
+
+    @staticmethod
+    def _entries(reader, keys, replies, read_strings: bool):
+        """Sessions from HGETALL answers; a key of another type becomes a 'string' entry (GET) or 'other'."""
+        entries = []
+        other = []
+        for key, reply in zip(keys, replies):
+            if type(reply) is list:  # pylint: disable=unidiomatic-typecheck
+                if reply:
+                    pairs = iter(reply)
+                    entries.append(Entry(key, 'hash', dict(zip(pairs, pairs))))
+                # an empty answer: the key went away since SCAN listed it
+            elif isinstance(reply, dict):
+                if reply:
+                    entries.append(Entry(key, 'hash', fields=reply))
+            elif _is_error(reply, 'WRONGTYPE'):
+                other.append(key)
+            else:
+                _raised(reply)
+        if other and read_strings:
+            for key, value in zip(other, reader.call([(b'GET', key) for key in other])):
+                if _is_error(value, 'WRONGTYPE'):
+                    entries.append(Entry(key, 'other'))
+                elif value is not None:
+                    entries.append(Entry(key, 'string', value=_raised(value)))
+        else:
+            entries.extend(Entry(key, 'other') for key in other)
+        return entries
+
+    def send_delete(self, wire, victims, guard_fields) -> DeleteInFlight:
+        """Send the conditional delete of ``victims``; its answers are read by finish_delete."""
+        groups = self._groups(victims)
+        args_for = _delete_args(guard_fields)
+        self._delete.send(wire, groups, args_for)
+        return DeleteInFlight(victims, groups, args_for)
+
+    def finish_delete(self, wire, sent: DeleteInFlight) -> list:
+        """[deleted?] per victim of a delete sent earlier, in the victims' order."""
+        replies = self._delete.replies(wire, sent.groups, sent.args_for, wire.receive(len(sent.groups)))
+        answers = _per_key(sent.groups, replies)
+        return [answers[entry.key] == 1 for entry in sent.victims]
+
+    def _settle(self, job, wire, sent) -> None:
+        if sent is not None:
+            job.settle(sent.victims, self.finish_delete(wire, sent))
+
+    # ---- restore --------------------------------------------------------------------------------
 
     def would_restore(self, entries):
         """What restore() would answer, without writing: 1 absent, 0 exists (TTLs are judged by restore)."""
-        def probe():
-            pipe = self.client.pipeline(transaction=False)
-            for entry in entries:
-                pipe.exists(entry.key)
-            return pipe.execute()
-
-        return [0 if exists else 1 for exists in self._guarded(probe)]
+        def probe(wire):
+            return [0 if _raised(exists) else 1 for exists in wire.call([(b'EXISTS', entry.key) for entry in entries])]
+        return self._with_wire(probe)
 
     def restore(self, entries):
-        def args_for(group):
-            args = []
-            for entry in group:
-                if entry.kind == 'hash':
-                    flat = [part for pair in entry.fields.items() for part in pair]
-                else:
-                    flat = [entry.value]
-                args.extend([entry.kind, -1 if entry.pexpireat is None else entry.pexpireat, len(flat)] + flat)
-            return args
+        """Write back each entry whose key does not exist: 1 restored, 0 exists, -1 its TTL ran out."""
+        def write(wire):
+            self._restore.load(wire)
+            groups = self._groups(list({entry.key: entry for entry in entries}.values()))
+            answers = _per_key(groups, self._restore.run(wire, groups, _restore_args))
+            return [answers[entry.key] for entry in entries]
+        return self._with_wire(write)
 
-        return self._guarded(lambda: self._run_grouped(self.scripts.restore, entries, args_for))
+    def _with_wire(self, action):
+        wire = self._wire()
+        try:
+            return self._guarded(lambda: action(wire))
+        finally:
+            wire.close()
+
+
+def _with_ttls(entries, replies):
+    """Entries with their absolute expiry (ms) from PTTL answers: -1 no TTL, -2 gone (the delete will see it)."""
+    now_ms = int(time.time() * 1000)
+    for entry, ttl in zip(entries, replies):
+        ttl = _raised(ttl)
+        entry.pexpireat = now_ms + ttl if ttl >= 0 else None
+    return entries
 
 
 def _tls_kwargs(params: dict) -> dict:

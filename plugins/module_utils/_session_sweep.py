@@ -13,8 +13,9 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
+import contextlib
+import gc
 import json
 import threading
 import time
@@ -25,9 +26,6 @@ from ._session_errors import StoreError
 from ._timestamps import iso_utc, parse_expiry
 
 SAMPLE_SIZE = 10
-# Batches being backed up and deleted while the next one is scanned and judged: one, so that
-# at most one batch can be in the backup and not deleted when a store dies mid-sweep.
-REMOVERS = 1
 REFRESH_TOKEN_FIELD = b'refresh_token'
 
 KEEP, MATCH, MALFORMED, WRONG_TYPE = 'keep', 'match', 'malformed', 'wrong_type'
@@ -151,6 +149,103 @@ def _to_remove(verdict: str, entry, options: SweepOptions) -> bool:
     return verdict == MALFORMED or (verdict == WRONG_TYPE and deletable_wrong_type(entry))
 
 
+@contextlib.contextmanager
+def _rare_collections():
+    """Run the garbage collector rarely while a sweep runs.
+
+    A sweep makes millions of short-lived objects and no reference cycles, so the
+    collector's default pace (a pass every 700 allocations, full passes over every
+    object the module imported) costs time and frees nothing.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 50_000), threshold[1], threshold[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+class SweepJob:
+    """What a store partition's sweep asks of the module, batch by batch.
+
+    A partition drives the order (``RedisPartition.sweep`` overlaps its stages; a store
+    without a pipeline of its own calls ``run_in_turn``); for every batch it calls
+    ``judge``, then, when ``deleting``, ``back_up`` (durable) before it deletes, and
+    ``settle`` with what the delete did.
+    """
+
+    def __init__(self, sweeper, stats: Stats, delete: bool):
+        self.options = sweeper.options
+        self.stats = stats
+        self.deleting = delete
+        self.backing_up = delete and sweeper.writer is not None
+        self.batch_size = self.options.batch_size
+        self.guard_fields = self.options.guard_fields
+        self._sweeper = sweeper
+
+    def judge(self, entries):
+        """Count a batch and return the entries to remove (never more than max_delete allows)."""
+        options = self.options
+        malformed = wrong_type = judged = 0
+        earliest = latest = None
+        victims = []
+        for entry in entries:
+            if entry.kind == 'hash':
+                fields = entry.fields
+            else:
+                fields = session_fields(entry)
+            verdict, expiry = judge(entry, fields, options)
+            judged += 1
+            if expiry is not None:
+                if earliest is None or expiry < earliest:
+                    earliest = expiry
+                if latest is None or expiry > latest:
+                    latest = expiry
+            if verdict == MALFORMED:
+                malformed += 1
+            elif verdict == WRONG_TYPE:
+                wrong_type += 1
+            if _to_remove(verdict, entry, options):
+                victims.append(entry)
+        stats = self.stats
+        with stats.lock:
+            stats.scanned += judged
+            stats.malformed += malformed
+            stats.wrong_type += wrong_type
+            stats.matched += len(victims)
+            for expiry in (earliest, latest):
+                if expiry is not None:
+                    stats.add_expiry(expiry)
+            for entry in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
+                stats.sample_ids.append(self._sweeper.store.session_id(entry.key))
+        self._sweeper.limiter.consume(judged)
+        return self._sweeper.take_allowance(victims) if self.deleting else victims
+
+    def back_up(self, victims) -> None:
+        """Durably record the victims before any of them is deleted."""
+        if self.backing_up and victims:
+            self._sweeper.writer.write_entries(victims)
+
+    def settle(self, victims, outcome) -> None:
+        """Count what a delete did; record in the backup the victims it kept (refreshed meanwhile)."""
+        kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
+        if self.backing_up:
+            self._sweeper.writer.write_not_deleted(kept)
+        with self.stats.lock:
+            self.stats.deleted += len(victims) - len(kept)
+            self.stats.changed_during_sweep += len(kept)
+
+    def run_in_turn(self, partition) -> None:
+        """The plain order for a store without a pipeline of its own: read, judge, back up, delete."""
+        for entries in partition.scan_batches(self.batch_size):
+            victims = self.judge(entries)
+            if self.deleting and victims:
+                self.back_up(victims)
+                self.settle(victims, partition.delete_unchanged(victims, self.guard_fields))
+
+
 class Sweeper:
     def __init__(self, store, options: SweepOptions):
         self.store = store
@@ -160,27 +255,7 @@ class Sweeper:
         self.writer = None
         self.allowance = None
 
-    def _judge_batch(self, batch, stats: Stats):
-        """The batch's victims: those the store judged, and those judged here."""
-        victims = list(batch.victims)
-        for entry in batch.entries:
-            verdict, expiry = judge(entry, session_fields(entry), self.options)
-            batch.add_counts(1, verdict == MALFORMED, verdict == WRONG_TYPE, expiry, None)
-            if _to_remove(verdict, entry, self.options):
-                victims.append(entry)
-        with stats.lock:
-            stats.scanned += batch.decided
-            stats.malformed += batch.malformed
-            stats.wrong_type += batch.wrong_type
-            stats.matched += len(victims)
-            for expiry in (batch.earliest, batch.latest):
-                if expiry is not None:
-                    stats.add_expiry(expiry)
-            for entry in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
-                stats.sample_ids.append(self.store.session_id(entry.key))
-        return victims
-
-    def _take_allowance(self, victims):
+    def take_allowance(self, victims):
         """Never delete more than max_delete, even if sessions expired between the count and the sweep."""
         if self.allowance is None:
             return victims
@@ -189,45 +264,13 @@ class Sweeper:
             self.allowance -= len(granted)
         return granted
 
-    def _remove(self, partition, victims, stats: Stats) -> None:
-        """Back up (durably), then delete each victim only if it is still as judged."""
-        victims = self._take_allowance(victims)
-        if not victims:
-            return
-        if self.writer is not None:
-            self.writer.write_entries(victims)
-        outcome = partition.delete_unchanged(victims, self.options.guard_fields)
-        kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
-        if self.writer is not None:
-            self.writer.write_not_deleted(kept)
-        with stats.lock:
-            stats.deleted += len(victims) - len(kept)
-            stats.changed_during_sweep += len(kept)
-
-    def _sweep_partition(self, partition, stats: Stats, delete: bool) -> None:
-        """Scan and judge on this thread while the previous batch is backed up and deleted on another.
-
-        The store's time and this process's time overlap; batches are removed in scan order.
-        """
-        with concurrent.futures.ThreadPoolExecutor(max_workers=REMOVERS) as remover:
-            pending = collections.deque()
-            for batch in partition.scan_batches(self.options.batch_size, self.options):
-                victims = self._judge_batch(batch, stats)
-                self.limiter.consume(batch.decided)
-                while len(pending) >= REMOVERS:
-                    pending.popleft().result()
-                if delete and victims:
-                    pending.append(remover.submit(self._remove, partition, victims, stats))
-            while pending:
-                pending.popleft().result()
-
     def _run_partitions(self, stats: Stats, delete: bool) -> None:
         partitions = self.store.partitions()
         if len(partitions) == 1:
-            self._sweep_partition(partitions[0], stats, delete)
+            partitions[0].sweep(SweepJob(self, stats, delete))
             return
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(partitions)) as pool:
-            futures = [pool.submit(self._sweep_partition, partition, stats, delete) for partition in partitions]
+            futures = [pool.submit(partition.sweep, SweepJob(self, stats, delete)) for partition in partitions]
             for future in futures:
                 future.result()
 
@@ -243,18 +286,21 @@ class Sweeper:
 
     def sweep(self) -> Stats:
         options = self.options
-        if options.state == 'swept' and options.max_delete is not None:
-            self._check_max_delete()
         if options.deleting and options.backup:
             check_writable(options.backup_path)
-            self.writer = BackupWriter(options.backup_path, header(self.store.backend, self.store.location, time.time()))
-        try:
-            self._run_partitions(self.stats, delete=options.deleting)
-        except (StoreError, BackupError) as exc:
-            raise SweepError(self._interrupted(exc)) from None
-        finally:
-            if self.writer is not None:
-                self.writer.close()
+        with _rare_collections():
+            if options.state == 'swept' and options.max_delete is not None:
+                self._check_max_delete()
+            if options.deleting and options.backup:
+                self.writer = BackupWriter(options.backup_path,
+                                           header(self.store.backend, self.store.location, time.time()))
+            try:
+                self._run_partitions(self.stats, delete=options.deleting)
+            except (StoreError, BackupError) as exc:
+                raise SweepError(self._interrupted(exc)) from None
+            finally:
+                if self.writer is not None:
+                    self.writer.close()
         return self.stats
 
     def _interrupted(self, exc: Exception) -> str:

@@ -20,6 +20,8 @@ import time
 EPOCH_MILLIS_THRESHOLD = 100_000_000_000
 
 _NUMBER = re.compile(r'^\s*[0-9]+(\.[0-9]+)?\s*$')
+_FROM_ISO = datetime.datetime.fromisoformat
+_EPOCH = datetime.datetime(1970, 1, 1)
 
 
 class TimestampError(ValueError):
@@ -61,9 +63,20 @@ def parse_timestamp(value, name: str = 'timestamp') -> float:
 def parse_expiry(raw):
     """Epoch seconds from a stored expiry (bytes, text or number), or None when unreadable.
 
-    The hot path of a sweep over millions of sessions: no exception escapes, and
-    numbers are tried before ISO 8601.
+    The hot path of a sweep over millions of sessions: no exception escapes, and the
+    two forms services write (epoch digits, ``YYYY-MM-DDTHH:MM:SS`` with a ``Z``) are
+    read without the general parser; they give exactly what it gives.
     """
+    if isinstance(raw, bytes):
+        if raw.isdigit() and len(raw) < 16:
+            return epoch_from_number(int(raw))
+        if len(raw) == 20 and raw[19:] == b'Z' and raw[:19].isascii():
+            try:
+                moment = _FROM_ISO(raw[:19].decode('ascii'))
+            except ValueError:
+                moment = None
+            if moment is not None and moment.tzinfo is None:
+                return (moment - _EPOCH).total_seconds()
     try:
         value = float(raw)
     except (TypeError, ValueError):

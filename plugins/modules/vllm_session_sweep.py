@@ -126,7 +126,10 @@ options:
     type: path
 notes:
   - Session ids may appear in results (RV(sample_ids)); token values never do.
-  - Redis Cluster primaries are swept in parallel; keys are grouped by hash slot for the server-side scripts.
+  - Redis reads are pipelined (one write and one read per batch and stage, C(SCAN), C(HGETALL), C(PTTL)); the
+    module judges each session, backs up and deletes one batch while the server reads the next. With the
+    C(hiredis) Python library installed, replies are parsed several times faster.
+  - Redis Cluster primaries are swept in parallel; keys are grouped by hash slot for the server-side delete script.
   - An etcd session's lease is not restored; the session is put back without one.
 seealso:
   - module: inferops.vllm_dr.vllm_token_cache

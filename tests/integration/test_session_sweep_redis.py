@@ -157,18 +157,18 @@ def test_max_delete_refuses_before_deleting_anything(capsys, redis_server, tmp_p
 def test_sweep_keeps_session_refreshed_between_read_and_delete(capsys, redis_server, tmp_path, monkeypatch):
     client = redis_server.client()
     seed_redis(client, expired=20, valid=2)
-    real_delete = _redis_store.RedisPartition.delete_unchanged
+    real_delete = _redis_store.RedisPartition.send_delete
     refreshed = []
 
-    def refresh_then_delete(self, entries, guard_fields):
-        # the service refreshes two of the judged sessions just before the delete script runs
+    def refresh_then_delete(self, wire, entries, guard_fields):
+        # the service refreshes two of the judged (and backed up) sessions just before the delete is sent
         for entry in entries[:2]:
             sid = entry.key.decode()[len(PREFIX):]
             client.hset(entry.key, mapping=session(sid, iso(time.time() + 3600), generation=1))
             refreshed.append(entry.key)
-        return real_delete(self, entries, guard_fields)
+        return real_delete(self, wire, entries, guard_fields)
 
-    monkeypatch.setattr(_redis_store.RedisPartition, 'delete_unchanged', refresh_then_delete)
+    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', refresh_then_delete)
     backup = tmp_path / 'b.jsonl'
     result = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=10)
     assert result['changed_during_sweep'] == len(refreshed) > 0
@@ -219,22 +219,22 @@ def test_store_dying_mid_sweep_leaves_an_exact_backup_and_a_rerun_finishes(capsy
         client = server.client()
         seed_redis(client, expired=100, valid=10)
         original = dump_redis(client)
-        real_delete = _redis_store.RedisPartition.delete_unchanged
+        real_delete = _redis_store.RedisPartition.send_delete
         calls = []
 
-        def die_on_third_batch(self, entries, guard_fields):
+        def die_on_third_batch(self, wire, entries, guard_fields):
             calls.append(len(entries))
             if len(calls) == 3:
                 server.kill()
-            return real_delete(self, entries, guard_fields)
+            return real_delete(self, wire, entries, guard_fields)
 
-        monkeypatch.setattr(_redis_store.RedisPartition, 'delete_unchanged', die_on_third_batch)
+        monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', die_on_third_batch)
         backup = tmp_path / 'b.jsonl'
         failed = sweep(capsys, server, state='swept', backup_path=str(backup), batch_size=20)
         assert failed['failed'] is True
         assert 'sessions were deleted before it stopped' in failed['msg'] and 're-run to finish' in failed['msg']
         assert str(backup) in failed['msg'] and '\n' not in failed['msg']
-        monkeypatch.setattr(_redis_store.RedisPartition, 'delete_unchanged', real_delete)
+        monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', real_delete)
 
         port = server.port
         server.port = None
@@ -317,7 +317,7 @@ EXPIRY_CORPUS = [
 ]
 
 
-def test_server_side_judging_agrees_with_the_python_parser_on_every_form(capsys, redis_server):
+def test_every_expiry_form_is_judged_as_the_parser_reads_it(capsys, redis_server):
     from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import parse_expiry
 
     client = redis_server.client()

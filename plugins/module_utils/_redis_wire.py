@@ -1,0 +1,134 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Many Redis commands in one write, their replies read later, in order.
+
+A sweep sends a whole batch (a thousand HGETALLs, the next SCAN) as one write and
+reads the replies when it needs them, so the server works on one batch while this
+process judges the previous one. redis-py opens the connection (TLS, AUTH, SELECT
+are its business); with hiredis installed the replies are parsed straight off that
+connection's socket, without redis-py's per-reply overhead. Without hiredis the
+same calls go through redis-py's reader, slower but the same.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import socket
+import traceback
+
+REDIS_IMPORT_ERROR = None
+try:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import ResponseError, TimeoutError as RedisTimeoutError
+except ImportError:
+    REDIS_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    import hiredis
+except ImportError:
+    hiredis = None
+
+_READ_SIZE = 1 << 14
+
+
+def _arg(value) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode('utf-8')
+
+
+def bulk(value) -> bytes:
+    """One argument in the Redis protocol (RESP): a bulk string."""
+    value = _arg(value)
+    return b'$%d\r\n%s\r\n' % (len(value), value)
+
+
+def encode(command) -> bytes:
+    """One command in the protocol: an array of bulk strings."""
+    return b'*%d\r\n' % len(command) + b''.join([bulk(value) for value in command])
+
+
+def encode_each(name: bytes, keys) -> bytes:
+    """``name key`` for every key, as one payload (the hot path of a sweep: HGETALL, PTTL)."""
+    head = b'*2\r\n$%d\r\n%s\r\n' % (len(name), name)
+    return b''.join([b'%s$%d\r\n%s\r\n' % (head, len(key), key) for key in keys])
+
+
+class Wire:
+    """One connection of a client's pool, used for pipelined commands only, closed when done.
+
+    ``send`` writes commands; ``receive(n)`` returns the next ``n`` replies, an error
+    reply as a ResponseError instance in its place (the connection stays usable).
+    """
+
+    def __init__(self, client):
+        self._pool = client.connection_pool
+        self._connection = self._pool.get_connection()
+        sock = getattr(self._connection, '_sock', None)
+        self._fast = hiredis is not None and sock is not None
+        if self._fast:
+            self._sock = sock
+            self._reader = hiredis.Reader(replyError=ResponseError)
+            self._buffer = bytearray(_READ_SIZE)
+        self.owed = 0
+
+    def send(self, commands) -> None:
+        """Write ``commands`` (tuples of bytes, str or int) in one go."""
+        if commands:
+            self.send_encoded(b''.join([encode(command) for command in commands]), len(commands))
+
+    def send_encoded(self, payload: bytes, count: int) -> None:
+        """Write ``count`` commands already in the protocol (see encode and encode_each)."""
+        if count:
+            self._connection.send_packed_command([payload], check_health=False)
+            self.owed += count
+
+    def receive(self, count: int) -> list:
+        if count > self.owed:
+            raise ValueError(f'{count} replies asked for, {self.owed} owed')
+        replies = self._receive_fast(count) if self._fast else self._receive_slow(count)
+        self.owed -= count
+        return replies
+
+    def call(self, commands) -> list:
+        self.send(commands)
+        return self.receive(len(commands))
+
+    def _receive_fast(self, count: int) -> list:
+        replies = []
+        gets = self._reader.gets
+        while len(replies) < count:
+            reply = gets()
+            if reply is False:
+                self._fill()
+                continue
+            replies.append(reply)
+        return replies
+
+    def _fill(self) -> None:
+        try:
+            size = self._sock.recv_into(self._buffer)
+        except socket.timeout:
+            raise RedisTimeoutError('Timeout reading from socket') from None
+        except OSError as exc:
+            raise RedisConnectionError(f'Error while reading from socket: {exc.strerror or exc}') from None
+        if not size:
+            raise RedisConnectionError('Connection closed by server.')
+        self._reader.feed(self._buffer, 0, size)
+
+    def _receive_slow(self, count: int) -> list:
+        replies = []
+        for _index in range(count):
+            try:
+                replies.append(self._connection.read_response(disable_decoding=True))
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+
+    def close(self) -> None:
+        """Disconnect (replies may still be owed, or the stream may be broken) and give the slot back."""
+        self._connection.disconnect()
+        self._pool.release(self._connection)
