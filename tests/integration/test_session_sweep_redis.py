@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store, _redis_wire
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
 from harness.servers import RedisServer, free_port
@@ -107,7 +107,11 @@ def test_malformed_sweep_removes_unjudgeable_entries_but_never_other_types(capsy
     assert len(strings) == 2 and strings[0]['value'] == 'a string where a session hash belongs'
 
 
-def test_backup_then_restore_gives_back_identical_data(capsys, redis_server, tmp_path):
+@pytest.mark.parametrize('parser', ['hiredis', 'redis-py'])
+def test_backup_then_restore_gives_back_identical_data(capsys, redis_server, tmp_path, monkeypatch, parser):
+    if parser == 'redis-py':
+        # without hiredis the pipelined replies are read through redis-py's own reader
+        monkeypatch.setattr(_redis_wire, 'hiredis', None)
     client = redis_server.client()
     seed_redis(client, expired=25, valid=5, malformed=3, wrong_type=2)
     client.hset(PREFIX + 'binary', mapping={'expires_at': '2024-07-10T12:00:00Z', 'refresh_token': b'\xff\x00\xfe',
@@ -176,6 +180,24 @@ def test_sweep_keeps_session_refreshed_between_read_and_delete(capsys, redis_ser
     for key in refreshed:
         assert client.hget(key, 'refresh_token').endswith(b'-1-SECRET')
     assert not set(k.decode() for k in refreshed) & set(backed_up_keys(backup))
+
+
+def test_sweep_survives_the_server_forgetting_its_scripts(capsys, redis_server, tmp_path, monkeypatch):
+    client = redis_server.client()
+    seed_redis(client, expired=30, valid=3)
+    real_delete = _redis_store.RedisPartition.send_delete
+    flushes = []
+
+    def flush_then_delete(self, wire, entries, guard_fields):
+        # a restart or SCRIPT FLUSH between two batches: the next EVALSHA answers NOSCRIPT
+        client.script_flush()
+        flushes.append(len(entries))
+        return real_delete(self, wire, entries, guard_fields)
+
+    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', flush_then_delete)
+    result = sweep(capsys, redis_server, state='swept', backup_path=str(tmp_path / 'b.jsonl'), batch_size=10)
+    assert len(flushes) > 1 and result['_rc'] == 0
+    assert result['deleted'] == 30 and client.dbsize() == 3
 
 
 def test_concurrent_writer_loses_no_refreshed_session(capsys, redis_server, tmp_path):
