@@ -430,6 +430,8 @@ class RedisPartition:
     def finish_delete(self, wire, sent: DeleteInFlight) -> list:
         """[deleted?] per victim of a delete sent earlier, in the victims' order."""
         replies = self._delete.replies(wire, sent.groups, sent.args_for, wire.receive(len(sent.groups)))
+        if len(sent.groups) == 1 and sent.groups[0] is sent.victims:
+            return [answer == 1 for answer in replies[0]]
         answers = _per_key(sent.groups, replies)
         return [answers[entry.key] == 1 for entry in sent.victims]
 
