@@ -194,7 +194,7 @@ class _Script:
         for group in groups:
             count, argv = args_for(group)
             parts.append(b'*%d\r\n$7\r\nEVALSHA\r\n%s%s' % (3 + len(group) + count, bulk(self.sha), bulk(len(group))))
-            parts.append(b''.join([b'$%d\r\n%s\r\n' % (len(entry.key), entry.key) for entry in group]))
+            parts.append(b''.join([bulk(entry.key) for entry in group]))
             parts.append(argv)
         return b''.join(parts)
 
@@ -226,19 +226,15 @@ def _is_error(reply, code: str) -> bool:
     return isinstance(reply, Exception) and str(reply).startswith(code)
 
 
+def _flat(lists) -> list:
+    return [item for part in lists for item in part]
+
+
 def _raised(reply):
     """A reply, or its error raised (the caller's guard turns it into one line)."""
     if isinstance(reply, Exception):
         raise reply
     return reply
-
-
-def _per_key(groups, replies) -> dict:
-    """{key: answer} from scripts that answer once per key of their group."""
-    answers = {}
-    for group, reply in zip(groups, replies):
-        answers.update(zip((entry.key for entry in group), reply))
-    return answers
 
 
 _MISSING = bulk(b'!')
@@ -280,12 +276,11 @@ def _restore_args(group):
 
 
 class DeleteInFlight:
-    """A delete sent on the remover connection whose answers are still to be read."""
+    """A delete sent on the remover connection whose answers are still to be read: its victims by slot group."""
 
-    __slots__ = ('victims', 'groups', 'args_for')
+    __slots__ = ('groups', 'args_for')
 
-    def __init__(self, victims, groups, args_for):
-        self.victims = victims
+    def __init__(self, groups, args_for):
         self.groups = groups
         self.args_for = args_for
 
@@ -350,7 +345,7 @@ class RedisPartition:
         return (b'SCAN', cursor, b'MATCH', self.pattern, b'COUNT', count)
 
     def _sweep(self, job, reader, remover) -> None:
-        cursor, keys = _raised(reader.call([self._scan_command(b'0', job.batch_size)])[0])
+        cursor, keys = _raised(reader.call([self._scan_command(b'0', job.options.batch_size)])[0])
         timed = []       # victims whose PTTL is being read (the backup keeps the TTL)
         ready = []       # victims to back up and delete
         in_flight = None
@@ -359,7 +354,7 @@ class RedisPartition:
                 payload = [encode_each(b'PTTL', [entry.key for entry in timed])]
                 scanning = cursor != b'0'
                 if scanning:
-                    payload.append(encode(self._scan_command(cursor, job.batch_size)))
+                    payload.append(encode(self._scan_command(cursor, job.options.batch_size)))
                 payload.append(encode_each(b'HGETALL', keys))
                 count = len(timed) + scanning + len(keys)
                 reader.send_encoded(b''.join(payload), count)
@@ -368,7 +363,7 @@ class RedisPartition:
                     sent, in_flight = in_flight, None
                     self._settle(job, remover, sent)
                     job.back_up(ready)
-                    in_flight = self.send_delete(remover, ready, job.guard_fields)
+                    in_flight = self.send_delete(remover, ready, job.options.guard_fields)
                 replies = reader.receive(count)
                 ready = _with_ttls(timed, replies[:len(timed)])
                 at = len(timed)
@@ -398,14 +393,14 @@ class RedisPartition:
         entries = []
         other = []
         for key, reply in zip(keys, replies):
-            if type(reply) is list:  # pylint: disable=unidiomatic-typecheck
+            # an empty answer: the key went away since SCAN listed it
+            if isinstance(reply, dict):  # RESP3 (redis-py 8 asks for it): a map
+                if reply:
+                    entries.append(Entry(key, 'hash', reply))
+            elif type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # RESP2: a flat list
                 if reply:
                     pairs = iter(reply)
                     entries.append(Entry(key, 'hash', dict(zip(pairs, pairs))))
-                # an empty answer: the key went away since SCAN listed it
-            elif isinstance(reply, dict):
-                if reply:
-                    entries.append(Entry(key, 'hash', fields=reply))
             elif _is_error(reply, 'WRONGTYPE'):
                 other.append(key)
             else:
@@ -425,19 +420,16 @@ class RedisPartition:
         groups = self._groups(victims)
         args_for = _delete_args(guard_fields)
         self._delete.send(wire, groups, args_for)
-        return DeleteInFlight(victims, groups, args_for)
+        return DeleteInFlight(groups, args_for)
 
-    def finish_delete(self, wire, sent: DeleteInFlight) -> list:
-        """[deleted?] per victim of a delete sent earlier, in the victims' order."""
+    def finish_delete(self, wire, sent: DeleteInFlight):
+        """(victims, [deleted?]) of a delete sent earlier, both in slot-group order."""
         replies = self._delete.replies(wire, sent.groups, sent.args_for, wire.receive(len(sent.groups)))
-        if len(sent.groups) == 1 and sent.groups[0] is sent.victims:
-            return [answer == 1 for answer in replies[0]]
-        answers = _per_key(sent.groups, replies)
-        return [answers[entry.key] == 1 for entry in sent.victims]
+        return _flat(sent.groups), [answer == 1 for answer in _flat(replies)]
 
     def _settle(self, job, wire, sent) -> None:
         if sent is not None:
-            job.settle(sent.victims, self.finish_delete(wire, sent))
+            job.settle(*self.finish_delete(wire, sent))
 
     # ---- restore --------------------------------------------------------------------------------
 
@@ -448,12 +440,13 @@ class RedisPartition:
         return self._with_wire(probe)
 
     def restore(self, entries):
-        """Write back each entry whose key does not exist: 1 restored, 0 exists, -1 its TTL ran out."""
+        """Write back each entry (unique keys) whose key does not exist: 1 restored, 0 exists, -1 its TTL ran out.
+
+        The answers come in slot-group order.
+        """
         def write(wire):
             self._restore.load(wire)
-            groups = self._groups(list({entry.key: entry for entry in entries}.values()))
-            answers = _per_key(groups, self._restore.run(wire, groups, _restore_args))
-            return [answers[entry.key] for entry in entries]
+            return _flat(self._restore.run(wire, self._groups(entries), _restore_args))
         return self._with_wire(write)
 
     def _with_wire(self, action):

@@ -17,14 +17,12 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import socket
-import traceback
 
-REDIS_IMPORT_ERROR = None
 try:
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import ResponseError, TimeoutError as RedisTimeoutError
 except ImportError:
-    REDIS_IMPORT_ERROR = traceback.format_exc()
+    pass  # only _redis_store uses this module, and it reports the missing library
 
 try:
     import hiredis

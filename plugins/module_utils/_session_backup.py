@@ -21,7 +21,6 @@ import base64
 import functools
 import itertools
 import json
-from json.encoder import encode_basestring_ascii as _json_string
 import os
 import threading
 
@@ -56,34 +55,19 @@ class Entry:
     def to_line(self) -> bytes:
         """The backup line without its newline: json.dumps(self.to_record(), separators=(',', ':')) in UTF-8.
 
-        A sweep writes one line per deleted session, so two faster ways give the same
-        bytes: a hash whose key, field names and values are printable ASCII that needs no
-        escape is formatted as it is; other UTF-8 text is escaped string by string.
+        A sweep writes one line per deleted session: a hash whose key, field names and values
+        are printable ASCII that needs no escape (the common case) is formatted as it is.
         """
-        metadata = b''
-        if self.pexpireat is not None or self.version is not None or self.lease:
-            metadata = b''.join([b',"%s":%d' % item for item in self._metadata()])
         if self.fields is not None and self.value is None:
             flat = tuple(itertools.chain.from_iterable(self.fields.items()))
             joined = self.key + b''.join(flat)
             if not joined.translate(None, _PLAIN) and b'b64:' not in joined:
+                metadata = b''
+                if self.pexpireat is not None or self.version is not None or self.lease:
+                    metadata = b''.join([b',"%s":%d' % item for item in self._metadata()])
                 return b'{"key":"%s","type":"%s","fields":{%s}%s}' % (
                     self.key, self.kind.encode('ascii'), _pairs_template(len(self.fields)) % flat, metadata)
-        try:
-            parts = ['{"key":', _json_string(self.key.decode('utf-8')), ',"type":', _json_string(self.kind)]
-            if self.fields is not None:
-                pairs = []
-                for name, value in self.fields.items():
-                    name = name.decode('utf-8')
-                    if name.startswith('b64:'):
-                        raise ValueError('field names need escaping')
-                    pairs.append(_json_string(name) + ':' + _json_string(value.decode('utf-8')))
-                parts += [',"fields":{', ','.join(pairs), '}']
-            if self.value is not None:
-                parts += [',"value":', _json_string(self.value.decode('utf-8'))]
-        except (UnicodeDecodeError, ValueError):
-            return json.dumps(self.to_record(), separators=(',', ':')).encode('utf-8')
-        return ''.join(parts).encode('ascii') + metadata + b'}'
+        return json.dumps(self.to_record(), separators=(',', ':')).encode('utf-8')
 
     def to_record(self) -> dict:
         record = {'key': _encode(self.key), 'type': self.kind}
@@ -95,7 +79,7 @@ class Entry:
         return record
 
     def _metadata(self):
-        """(name, number) pairs recorded after the content."""
+        """(name, number) pairs recorded after the content, as bytes."""
         if self.pexpireat is not None:
             yield b'pexpireat', self.pexpireat
         if self.version is not None:

@@ -181,43 +181,34 @@ class SweepJob:
         self.stats = stats
         self.deleting = delete
         self.backing_up = delete and sweeper.writer is not None
-        self.batch_size = self.options.batch_size
-        self.guard_fields = self.options.guard_fields
         self._sweeper = sweeper
 
     def judge(self, entries):
         """Count a batch and return the entries to remove (never more than max_delete allows)."""
         options = self.options
-        malformed = wrong_type = judged = 0
-        earliest = latest = None
+        malformed = wrong_type = 0
+        expiries = []
         victims = []
         for entry in entries:
-            if entry.kind == 'hash':
-                fields = entry.fields
-            else:
-                fields = session_fields(entry)
-            verdict, expiry = judge(entry, fields, options)
-            judged += 1
+            verdict, expiry = judge(entry, session_fields(entry), options)
             if expiry is not None:
-                if earliest is None or expiry < earliest:
-                    earliest = expiry
-                if latest is None or expiry > latest:
-                    latest = expiry
+                expiries.append(expiry)
             if verdict == MALFORMED:
                 malformed += 1
             elif verdict == WRONG_TYPE:
                 wrong_type += 1
             if _to_remove(verdict, entry, options):
                 victims.append(entry)
+        judged = len(entries)
         stats = self.stats
         with stats.lock:
             stats.scanned += judged
             stats.malformed += malformed
             stats.wrong_type += wrong_type
             stats.matched += len(victims)
-            for expiry in (earliest, latest):
-                if expiry is not None:
-                    stats.add_expiry(expiry)
+            if expiries:
+                stats.add_expiry(min(expiries))
+                stats.add_expiry(max(expiries))
             for entry in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
                 stats.sample_ids.append(self._sweeper.store.session_id(entry.key))
         self._sweeper.limiter.consume(judged)
@@ -239,11 +230,11 @@ class SweepJob:
 
     def run_in_turn(self, partition) -> None:
         """The plain order for a store without a pipeline of its own: read, judge, back up, delete."""
-        for entries in partition.scan_batches(self.batch_size):
+        for entries in partition.scan_batches(self.options.batch_size):
             victims = self.judge(entries)
             if self.deleting and victims:
                 self.back_up(victims)
-                self.settle(victims, partition.delete_unchanged(victims, self.guard_fields))
+                self.settle(victims, partition.delete_unchanged(victims, self.options.guard_fields))
 
 
 class Sweeper:
