@@ -23,6 +23,17 @@ def sweep(capsys, server, check_mode=False, diff=False, **args):
     return run_module(vllm_session_sweep, args, capsys, check_mode=check_mode, diff=diff)
 
 
+def before_each_delete(monkeypatch, action):
+    """Run ``action(entries)`` after each batch is backed up, just before its delete is sent."""
+    real_delete = _redis_store.RedisPartition.send_delete
+
+    def hooked(self, wire, entries, guard_fields):
+        action(entries)
+        return real_delete(self, wire, entries, guard_fields)
+
+    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', hooked)
+
+
 def backup_lines(path):
     with open(path, encoding='utf-8') as handle:
         return [json.loads(line) for line in handle]
@@ -161,18 +172,16 @@ def test_max_delete_refuses_before_deleting_anything(capsys, redis_server, tmp_p
 def test_sweep_keeps_session_refreshed_between_read_and_delete(capsys, redis_server, tmp_path, monkeypatch):
     client = redis_server.client()
     seed_redis(client, expired=20, valid=2)
-    real_delete = _redis_store.RedisPartition.send_delete
     refreshed = []
 
-    def refresh_then_delete(self, wire, entries, guard_fields):
+    def refresh(entries):
         # the service refreshes two of the judged (and backed up) sessions just before the delete is sent
         for entry in entries[:2]:
             sid = entry.key.decode()[len(PREFIX):]
             client.hset(entry.key, mapping=session(sid, iso(time.time() + 3600), generation=1))
             refreshed.append(entry.key)
-        return real_delete(self, wire, entries, guard_fields)
 
-    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', refresh_then_delete)
+    before_each_delete(monkeypatch, refresh)
     backup = tmp_path / 'b.jsonl'
     result = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=10)
     assert result['changed_during_sweep'] == len(refreshed) > 0
@@ -185,16 +194,14 @@ def test_sweep_keeps_session_refreshed_between_read_and_delete(capsys, redis_ser
 def test_sweep_survives_the_server_forgetting_its_scripts(capsys, redis_server, tmp_path, monkeypatch):
     client = redis_server.client()
     seed_redis(client, expired=30, valid=3)
-    real_delete = _redis_store.RedisPartition.send_delete
     flushes = []
 
-    def flush_then_delete(self, wire, entries, guard_fields):
+    def flush(entries):
         # a restart or SCRIPT FLUSH between two batches: the next EVALSHA answers NOSCRIPT
         client.script_flush()
         flushes.append(len(entries))
-        return real_delete(self, wire, entries, guard_fields)
 
-    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', flush_then_delete)
+    before_each_delete(monkeypatch, flush)
     result = sweep(capsys, redis_server, state='swept', backup_path=str(tmp_path / 'b.jsonl'), batch_size=10)
     assert len(flushes) > 1 and result['_rc'] == 0
     assert result['deleted'] == 30 and client.dbsize() == 3
@@ -241,22 +248,20 @@ def test_store_dying_mid_sweep_leaves_an_exact_backup_and_a_rerun_finishes(capsy
         client = server.client()
         seed_redis(client, expired=100, valid=10)
         original = dump_redis(client)
-        real_delete = _redis_store.RedisPartition.send_delete
         calls = []
 
-        def die_on_third_batch(self, wire, entries, guard_fields):
+        def die_on_third_batch(entries):
             calls.append(len(entries))
             if len(calls) == 3:
                 server.kill()
-            return real_delete(self, wire, entries, guard_fields)
 
-        monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', die_on_third_batch)
+        before_each_delete(monkeypatch, die_on_third_batch)
         backup = tmp_path / 'b.jsonl'
         failed = sweep(capsys, server, state='swept', backup_path=str(backup), batch_size=20)
         assert failed['failed'] is True
         assert 'sessions were deleted before it stopped' in failed['msg'] and 're-run to finish' in failed['msg']
         assert str(backup) in failed['msg'] and '\n' not in failed['msg']
-        monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', real_delete)
+        monkeypatch.undo()
 
         port = server.port
         server.port = None
