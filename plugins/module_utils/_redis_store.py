@@ -30,15 +30,18 @@ try:
 except ImportError:
     REDIS_IMPORT_ERROR = traceback.format_exc()
 
-# ARGV: n, n guard field names, then per key: its type and n expectations
-# ('=' .. value, or '!' for a field that was missing; a string key has its value
-# first). A key is unlinked only when its type and every guard field are still
-# what was judged; pcall turns a changed type into "changed", not an error. The
-# script is atomic, so the keys that passed are unlinked together at the end.
+# ARGV: n, n guard field names, then per key its kind and n expectations:
+#   hash    every guard field was present: the n values as they were read
+#   hash?   some were missing: '=' .. value, or '!' for a missing field
+#   string  the value as it was read, then n - 1 empty arguments
+# A key is unlinked only when its type and every guard field are still what was
+# judged (a key whose type changed is kept, any other error aborts the script
+# before anything is unlinked). The script is atomic, so the keys that passed are
+# unlinked together at the end; it answers the positions (1-based) of the keys kept.
 DELETE_SCRIPT = """
-local function wrongtype_as_false(reply)
+local function unless_wrongtype(reply)
   if type(reply) == 'table' and reply.err then
-    if string.find(reply.err, 'WRONGTYPE', 1, true) then return false end
+    if string.find(reply.err, 'WRONGTYPE', 1, true) then return nil end
     error(reply.err)
   end
   return reply
@@ -46,43 +49,51 @@ end
 local n = tonumber(ARGV[1])
 local fields = {}
 for j = 1, n do fields[j] = ARGV[1 + j] end
-local result, gone = {}, {}
+local pcall = redis.pcall
+local kept, gone = {}, {}
 local at = 2 + n
 for i = 1, #KEYS do
   local key = KEYS[i]
   local kind = ARGV[at]
-  local same
-  if kind == 'hash' then
-    local have = wrongtype_as_false(redis.pcall('HMGET', key, unpack(fields)))
-    same = have ~= false
-    local present = false
-    for j = 1, n do
-      local want = ARGV[at + j]
-      if want == '!' then
-        same = same and have[j] == false
+  local same = false
+  if kind == 'string' then
+    same = unless_wrongtype(pcall('GET', key)) == ARGV[at + 1]
+  else
+    local have = unless_wrongtype(pcall('HMGET', key, unpack(fields)))
+    if have then
+      same = true
+      if kind == 'hash' then
+        for j = 1, n do
+          if have[j] ~= ARGV[at + j] then same = false break end
+        end
       else
-        same = same and have[j] == string.sub(want, 2)
-        present = true
+        local present = false
+        for j = 1, n do
+          local want = ARGV[at + j]
+          if want == '!' then
+            same = same and have[j] == false
+          else
+            same = same and have[j] == string.sub(want, 2)
+            present = true
+          end
+        end
+        if same and not present then
+          same = redis.call('TYPE', key)['ok'] == 'hash'
+        end
       end
     end
-    if same and not present then
-      same = redis.call('TYPE', key)['ok'] == 'hash'
-    end
-  else
-    same = wrongtype_as_false(redis.pcall('GET', key)) == string.sub(ARGV[at + 1], 2)
   end
   at = at + 1 + n
   if same then
     gone[#gone + 1] = key
-    result[i] = 1
   else
-    result[i] = 0
+    kept[#kept + 1] = i
   end
 end
 for first = 1, #gone, 1000 do
   redis.call('UNLINK', unpack(gone, first, math.min(first + 999, #gone)))
 end
-return result
+return kept
 """
 
 # KEYS: the keys; ARGV per key: type, absolute expiry ms (-1: none), field count
@@ -238,28 +249,31 @@ def _raised(reply):
 
 
 _MISSING = bulk(b'!')
+_HASH, _HASH_WITH_GAPS, _STRING, _EMPTY = bulk('hash'), bulk('hash?'), bulk('string'), bulk(b'')
 
 
 def _delete_args(guard_fields):
-    """The delete script's ARGV for a group: guard names, then each entry's type and expectations."""
+    """The delete script's ARGV for a group: guard names, then each entry's kind and expectations."""
     head = bulk(len(guard_fields)) + b''.join(bulk(name) for name in guard_fields)
-    hash_kind = bulk('hash')
     per_entry = 1 + len(guard_fields)
+    filler = _EMPTY * (len(guard_fields) - 1)
 
     def args_for(group):
         parts = [head]
         add = parts.append
         for entry in group:
             if entry.kind == 'hash':
-                add(hash_kind)
-                fields = entry.fields
-                for name in guard_fields:
-                    value = fields.get(name)
-                    add(_MISSING if value is None else b'$%d\r\n=%s\r\n' % (len(value) + 1, value))
+                values = [entry.fields.get(name) for name in guard_fields]
+                if None in values:
+                    add(_HASH_WITH_GAPS)
+                    parts.extend([_MISSING if value is None else bulk(b'=' + value) for value in values])
+                else:
+                    add(_HASH)
+                    parts.extend([b'$%d\r\n%s\r\n' % (len(value), value) for value in values])
             else:
-                add(bulk(entry.kind))
-                add(bulk(b'=' + (entry.value or b'')))
-                parts.extend([_MISSING] * (len(guard_fields) - 1))
+                add(_STRING)
+                add(bulk(entry.value))
+                add(filler)
         return 1 + len(guard_fields) + per_entry * len(group), b''.join(parts)
     return args_for
 
@@ -425,7 +439,13 @@ class RedisPartition:
     def finish_delete(self, wire, sent: DeleteInFlight):
         """(victims, [deleted?]) of a delete sent earlier, both in slot-group order."""
         replies = self._delete.replies(wire, sent.groups, sent.args_for, wire.receive(len(sent.groups)))
-        return _flat(sent.groups), [answer == 1 for answer in _flat(replies)]
+        outcome = []
+        for group, kept in zip(sent.groups, replies):
+            deleted = [True] * len(group)
+            for position in kept:
+                deleted[position - 1] = False
+            outcome.extend(deleted)
+        return _flat(sent.groups), outcome
 
     def _settle(self, job, wire, sent) -> None:
         if sent is not None:
