@@ -52,6 +52,11 @@ def encode(command) -> bytes:
 def encode_each(name: bytes, keys) -> bytes:
     """``name key`` for every key, as one payload (the hot path of a sweep: HGETALL, PTTL)."""
     head = b'*2\r\n$%d\r\n%s\r\n' % (len(name), name)
+    lengths = set(map(len, keys))
+    if len(lengths) == 1:
+        # keys of one length (the usual session ids): one join, no formatting per key
+        separator = b'\r\n%s$%d\r\n' % (head, lengths.pop())
+        return separator[2:] + separator.join(keys) + b'\r\n'
     return b''.join([b'%s$%d\r\n%s\r\n' % (head, len(key), key) for key in keys])
 
 
