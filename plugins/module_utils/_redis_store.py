@@ -14,6 +14,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
+import collections
 import time
 import traceback
 
@@ -337,9 +338,10 @@ class RedisPartition:
         """Scan, read, judge, back up and delete, one round trip per batch and stage, the stages overlapped.
 
         The reader connection carries SCAN, HGETALL and PTTL, the remover connection the
-        delete scripts. While the server reads the next batch, this process backs up the
-        previous one and sends its delete. A batch is in the backup (fsynced) before its
-        delete is sent, and at most one delete is in flight.
+        delete scripts. While the server reads the next batch, this process judges the
+        batch it has, the backup thread makes the previous one durable, and the delete
+        of the one before that runs on the server. A batch is in the backup (fsynced)
+        before its delete is sent, and at most one delete is in flight.
         """
         wires = []
         try:
@@ -360,11 +362,11 @@ class RedisPartition:
 
     def _sweep(self, job, reader, remover) -> None:
         cursor, keys = _raised(reader.call([self._scan_command(b'0', job.options.batch_size)])[0])
-        timed = []       # victims whose PTTL is being read (the backup keeps the TTL)
-        ready = []       # victims to back up and delete
+        timed = []                     # victims whose PTTL is being read (the backup keeps the TTL)
+        backing = collections.deque()  # (victims, their backup write), oldest first
         in_flight = None
         try:
-            while keys or cursor != b'0' or timed or ready:
+            while keys or cursor != b'0' or timed or backing:
                 payload = [encode_each(b'PTTL', [entry.key for entry in timed])]
                 scanning = cursor != b'0'
                 if scanning:
@@ -372,14 +374,18 @@ class RedisPartition:
                 payload.append(encode_each(b'HGETALL', keys))
                 count = len(timed) + scanning + len(keys)
                 reader.send_encoded(b''.join(payload), count)
-                if ready:
-                    # the server reads the next batch meanwhile
+                # while the server reads the next batch: the oldest backup's delete, once it is
+                # durable (waited for when a second backup is queued behind it, or at the end)
+                if backing and (len(backing) > 1 or not count or job.backup_done(backing[0][1])):
                     sent, in_flight = in_flight, None
                     self._settle(job, remover, sent)
-                    job.back_up(ready)
-                    in_flight = self.send_delete(remover, ready, job.options.guard_fields)
+                    job.finish_backup(backing[0][1])
+                    victims = backing.popleft()[0]
+                    in_flight = self.send_delete(remover, victims, job.options.guard_fields)
                 replies = reader.receive(count)
-                ready = _with_ttls(timed, replies[:len(timed)])
+                if timed:
+                    ready = _with_ttls(timed, replies[:len(timed)])
+                    backing.append((ready, job.start_backup(ready)))
                 at = len(timed)
                 next_keys = []
                 if scanning:
@@ -389,10 +395,12 @@ class RedisPartition:
                 timed = []
                 if job.backing_up:
                     timed = victims
-                elif job.deleting:
-                    ready = victims
+                elif job.deleting and victims:
+                    backing.append((victims, None))
                 keys = next_keys
         except redis.RedisError:
+            for victims, pending in backing:
+                job.abandon(victims, pending)
             # count what the delete in flight did, if the server can still say
             try:
                 self._settle(job, remover, in_flight)

@@ -18,6 +18,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import functools
 import itertools
 import json
@@ -53,20 +54,7 @@ class Entry:
         self.lease = lease
 
     def to_line(self) -> bytes:
-        """The backup line without its newline: json.dumps(self.to_record(), separators=(',', ':')) in UTF-8.
-
-        A sweep writes one line per deleted session: a hash whose key, field names and values
-        are printable ASCII that needs no escape (the common case) is formatted as it is.
-        """
-        if self.fields is not None and self.value is None:
-            flat = tuple(itertools.chain.from_iterable(self.fields.items()))
-            joined = self.key + b''.join(flat)
-            if not joined.translate(None, _PLAIN) and b'b64:' not in joined:
-                metadata = b''
-                if self.pexpireat is not None or self.version is not None or self.lease:
-                    metadata = b''.join([b',"%s":%d' % item for item in self._metadata()])
-                return b'{"key":"%s","type":"%s","fields":{%s}%s}' % (
-                    self.key, self.kind.encode('ascii'), _pairs_template(len(self.fields)) % flat, metadata)
+        """The backup line without its newline."""
         return json.dumps(self.to_record(), separators=(',', ':')).encode('utf-8')
 
     def to_record(self) -> dict:
@@ -105,9 +93,41 @@ class Entry:
         )
 
 
+def backup_lines(entries) -> bytes:
+    """The backup lines of ``entries``, each with its newline: the to_line() of each, in UTF-8.
+
+    A sweep writes one line per deleted session, so the usual batch (hashes whose keys,
+    field names and values are printable ASCII that JSON writes as they are) is
+    checked once and formatted in one go, without the JSON encoder.
+    """
+    templates = []
+    args = []
+    for entry in entries:
+        if entry.fields is None or entry.value is not None:
+            return _encoded_lines(entries)
+        args.append(entry.key)
+        args.extend(itertools.chain.from_iterable(entry.fields.items()))
+        metadata = ()
+        if entry.pexpireat is not None or entry.version is not None or entry.lease:
+            metadata = tuple(entry._metadata())  # pylint: disable=protected-access
+            args.extend([b'%d' % number for _name, number in metadata])
+        templates.append(_line_template(entry.kind, len(entry.fields), tuple(name for name, _number in metadata)))
+    joined = b''.join(args)
+    if joined.translate(None, _PLAIN) or b'b64:' in joined:
+        return _encoded_lines(entries)
+    return b''.join(templates) % tuple(args)
+
+
+def _encoded_lines(entries) -> bytes:
+    return b''.join([entry.to_line() + b'\n' for entry in entries])
+
+
 @functools.lru_cache(maxsize=64)
-def _pairs_template(count: int) -> bytes:
-    return b','.join([b'"%s":"%s"'] * count)
+def _line_template(kind: str, count: int, metadata: tuple) -> bytes:
+    """``{"key":"%s","type":kind,"fields":{"%s":"%s",...},"name":%s...}`` and a newline."""
+    pairs = b','.join([b'"%s":"%s"'] * count)
+    extra = b''.join([b',"%s":%%s' % name for name in metadata])
+    return b'{"key":"%%s","type":"%s","fields":{%s}%s}\n' % (kind.encode('ascii'), pairs, extra)
 
 
 def _encode(data: bytes):
@@ -139,13 +159,22 @@ def _decode_key(name: str) -> bytes:
 
 
 class BackupWriter:
-    """Appends to a backup file; each write is fsynced before it returns. Thread-safe."""
+    """Appends to a backup file; every line is fsynced before the write that holds it reports done. Thread-safe.
+
+    Entries go through start_entries: a thread of its own writes them, and when more
+    are queued by then (several partitions, or a slow disk), writes them together and
+    fsyncs once for all of them.
+    """
 
     def __init__(self, path: str, header: dict):
         self.path = path
-        self._lock = threading.Lock()
-        self._handle = None
+        self._lock = threading.Lock()  # the file
         self._header = header
+        self._handle = None
+        self._queued = threading.Condition()  # the queue and the thread
+        self._queue = []
+        self._thread = None
+        self._closing = False
 
     def _open(self):
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, 'O_NOFOLLOW', 0)
@@ -173,10 +202,48 @@ class BackupWriter:
 
     def write_entries(self, entries) -> None:
         """Durably record entries that are about to be deleted."""
+        self.start_entries(entries).result()
+
+    def start_entries(self, entries) -> concurrent.futures.Future:
+        """Record entries that are about to be deleted; they are durable once the answer's result() returns.
+
+        The lines are formatted here; the caller goes on (judging the next batch) while
+        the backup thread writes and fsyncs them. result() raises the BackupError of a
+        failed write; after one, every later write fails too.
+        """
+        payload = backup_lines(entries)
         with self._lock:
             if self._handle is None:
                 self._open()
-            self._write(b'\n'.join([entry.to_line() for entry in entries]) + b'\n')
+        written = concurrent.futures.Future()
+        with self._queued:
+            self._queue.append((payload, written))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._write_queued, name='vllm-dr-backup', daemon=True)
+                self._thread.start()
+            self._queued.notify()
+        return written
+
+    def _write_queued(self) -> None:
+        failed = None
+        while True:
+            with self._queued:
+                while not self._queue and not self._closing:
+                    self._queued.wait()
+                if not self._queue:
+                    return
+                taken, self._queue = self._queue, []
+            if failed is None:
+                try:
+                    with self._lock:
+                        self._write(b''.join([payload for payload, _written in taken]))
+                except BackupError as exc:
+                    failed = exc
+            for _payload, written in taken:
+                if failed is None:
+                    written.set_result(None)
+                else:
+                    written.set_exception(failed)
 
     def write_not_deleted(self, keys) -> None:
         """Record that entries written above were kept (refreshed during the sweep)."""
@@ -186,6 +253,13 @@ class BackupWriter:
             self._write_lines([{'not_deleted': [_encode(key) for key in keys]}])
 
     def close(self) -> None:
+        """Finish the queued writes, then close the file."""
+        if self._thread is not None:
+            with self._queued:
+                self._closing = True
+                self._queued.notify()
+            self._thread.join()
+            self._thread = None
         if self._handle is not None:
             self._handle.close()
             self._handle = None

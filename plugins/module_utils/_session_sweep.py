@@ -172,8 +172,8 @@ class SweepJob:
 
     A partition drives the order (``RedisPartition.sweep`` overlaps its stages; a store
     without a pipeline of its own calls ``run_in_turn``); for every batch it calls
-    ``judge``, then, when ``deleting``, ``back_up`` (durable) before it deletes, and
-    ``settle`` with what the delete did.
+    ``judge``, then, when ``deleting``, ``back_up`` (or ``start_backup`` and
+    ``finish_backup``) before it deletes, and ``settle`` with what the delete did.
     """
 
     def __init__(self, sweeper, stats: Stats, delete: bool):
@@ -216,8 +216,34 @@ class SweepJob:
 
     def back_up(self, victims) -> None:
         """Durably record the victims before any of them is deleted."""
+        self.finish_backup(self.start_backup(victims))
+
+    def start_backup(self, victims):
+        """Start recording the victims; finish_backup(the answer) before any of them is deleted."""
         if self.backing_up and victims:
-            self._sweeper.writer.write_entries(victims)
+            return self._sweeper.writer.start_entries(victims)
+        return None
+
+    @staticmethod
+    def backup_done(pending) -> bool:
+        """Whether a backup started by start_backup has finished (durable, or failed)."""
+        return pending is None or pending.done()
+
+    @staticmethod
+    def finish_backup(pending) -> None:
+        """Wait until a backup started by start_backup is durable (raises BackupError if it failed)."""
+        if pending is not None:
+            pending.result()
+
+    def abandon(self, victims, pending) -> None:
+        """Victims whose delete will never be sent (the store failed first): the backup says they were kept."""
+        if pending is None:
+            return
+        try:
+            pending.result()
+        except BackupError:
+            return
+        self._sweeper.writer.write_not_deleted([entry.key for entry in victims])
 
     def settle(self, victims, outcome) -> None:
         """Count what a delete did; record in the backup the victims it kept (refreshed meanwhile)."""
