@@ -15,10 +15,12 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import collections
+import itertools
+import operator
 import time
 import traceback
 
-from ._redis_wire import Wire, bulk, encode, encode_each
+from ._redis_wire import Wire, bulk, bulks, encode, encode_each
 from ._session_backup import Entry
 from ._session_errors import StoreError
 
@@ -206,7 +208,7 @@ class _Script:
         for group in groups:
             count, argv = args_for(group)
             parts.append(b'*%d\r\n$7\r\nEVALSHA\r\n%s%s' % (3 + len(group) + count, bulk(self.sha), bulk(len(group))))
-            parts.append(b''.join([bulk(entry.key) for entry in group]))
+            parts.append(bulks([entry.key for entry in group]))
             parts.append(argv)
         return b''.join(parts)
 
@@ -257,25 +259,27 @@ def _delete_args(guard_fields):
     """The delete script's ARGV for a group: guard names, then each entry's kind and expectations."""
     head = bulk(len(guard_fields)) + b''.join(bulk(name) for name in guard_fields)
     per_entry = 1 + len(guard_fields)
+    guard_values = operator.itemgetter(*guard_fields) if len(guard_fields) > 1 \
+        else lambda fields: (fields[guard_fields[0]],)
+    every_present = _HASH + b'$%d\r\n%s\r\n' * len(guard_fields)
     filler = _EMPTY * (len(guard_fields) - 1)
 
+    def one_entry(entry):
+        if entry.kind != 'hash':
+            return _STRING + bulk(entry.value) + filler
+        values = [entry.fields.get(name) for name in guard_fields]
+        if None in values:
+            return _HASH_WITH_GAPS + b''.join([_MISSING if value is None else bulk(b'=' + value) for value in values])
+        return every_present % tuple(itertools.chain.from_iterable((len(value), value) for value in values))
+
     def args_for(group):
-        parts = [head]
-        add = parts.append
-        for entry in group:
-            if entry.kind == 'hash':
-                values = [entry.fields.get(name) for name in guard_fields]
-                if None in values:
-                    add(_HASH_WITH_GAPS)
-                    parts.extend([_MISSING if value is None else bulk(b'=' + value) for value in values])
-                else:
-                    add(_HASH)
-                    parts.extend([b'$%d\r\n%s\r\n' % (len(value), value) for value in values])
-            else:
-                add(_STRING)
-                add(bulk(entry.value))
-                add(filler)
-        return 1 + len(guard_fields) + per_entry * len(group), b''.join(parts)
+        count = 1 + len(guard_fields) + per_entry * len(group)
+        try:
+            # the usual group: hashes holding every guard field, formatted in one go
+            flat = [value for entry in group for value in guard_values(entry.fields)]
+        except (KeyError, TypeError):  # a guard field missing, or a string (no fields)
+            return count, head + b''.join([one_entry(entry) for entry in group])
+        return count, head + (every_present * len(group)) % tuple(itertools.chain.from_iterable(zip(map(len, flat), flat)))
     return args_for
 
 

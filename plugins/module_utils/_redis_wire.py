@@ -51,13 +51,22 @@ def encode(command) -> bytes:
 
 def encode_each(name: bytes, keys) -> bytes:
     """``name key`` for every key, as one payload (the hot path of a sweep: HGETALL, PTTL)."""
-    head = b'*2\r\n$%d\r\n%s\r\n' % (len(name), name)
-    lengths = set(map(len, keys))
+    return _joined(keys, b'*2\r\n' + bulk(name))
+
+
+def bulks(values) -> bytes:
+    """Bulk strings of ``values`` (bytes), one after the other."""
+    return _joined(values, b'')
+
+
+def _joined(values, before: bytes) -> bytes:
+    """``before`` and a bulk string, for every value."""
+    lengths = set(map(len, values))
     if len(lengths) == 1:
-        # keys of one length (the usual session ids): one join, no formatting per key
-        separator = b'\r\n%s$%d\r\n' % (head, lengths.pop())
-        return separator[2:] + separator.join(keys) + b'\r\n'
-    return b''.join([b'%s$%d\r\n%s\r\n' % (head, len(key), key) for key in keys])
+        # values of one length (the usual session keys): one join, no formatting per value
+        separator = b'\r\n%s$%d\r\n' % (before, lengths.pop())
+        return separator[2:] + separator.join(values) + b'\r\n'
+    return b''.join([b'%s$%d\r\n%s\r\n' % (before, len(value), value) for value in values])
 
 
 class Wire:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import bulk, bulks, encode, encode_each
 
 
 @pytest.mark.parametrize('keys', [
@@ -17,6 +17,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire impor
 ])
 def test_encode_each_is_one_encode_per_key(keys):
     assert encode_each(b'HGETALL', keys) == b''.join(encode((b'HGETALL', key)) for key in keys)
+    assert bulks(keys) == b''.join(bulk(key) for key in keys)
 
 
 def test_encoded_commands_read_back_as_sent():
