@@ -21,7 +21,6 @@ EPOCH_MILLIS_THRESHOLD = 100_000_000_000
 
 _NUMBER = re.compile(r'^\s*[0-9]+(\.[0-9]+)?\s*$')
 _FROM_ISO = datetime.datetime.fromisoformat
-_EPOCH = datetime.datetime(1970, 1, 1)
 
 
 class TimestampError(ValueError):
@@ -69,14 +68,13 @@ def parse_expiry(raw):
     """
     if isinstance(raw, bytes):
         if raw.isdigit() and len(raw) < 16:
-            return epoch_from_number(int(raw))
-        if len(raw) == 20 and raw[19:] == b'Z' and raw[:19].isascii():
+            value = int(raw)
+            return value / 1000.0 if value > EPOCH_MILLIS_THRESHOLD else float(value)
+        if len(raw) == 20 and raw[19:] == b'Z':
             try:
-                moment = _FROM_ISO(raw[:19].decode('ascii'))
+                return _FROM_ISO(raw.decode('ascii')).timestamp()
             except ValueError:
-                moment = None
-            if moment is not None and moment.tzinfo is None:
-                return (moment - _EPOCH).total_seconds()
+                pass  # not ASCII, not ISO, or a Python (< 3.11) that reads no Z: the general parser judges
     try:
         value = float(raw)
     except (TypeError, ValueError):
