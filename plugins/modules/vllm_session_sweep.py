@@ -127,7 +127,7 @@ options:
 notes:
   - Session ids may appear in results (RV(sample_ids)); token values never do.
   - Redis reads are pipelined (one write and one read per batch and stage, C(SCAN), C(HGETALL), C(PTTL)) and sent as
-    soon as C(SCAN) names the keys: the module judges one batch while the server reads the next, a backup thread
+    soon as C(SCAN) names the keys. The module judges one batch while the server reads the next, a backup thread
     fsyncs the victims (several batches at once when the disk is slow), and a batch's delete is sent once its backup
     is durable. With the C(hiredis) Python library installed, replies are parsed several times faster.
   - Redis Cluster primaries are swept in parallel; keys are grouped by hash slot for the server-side delete script.

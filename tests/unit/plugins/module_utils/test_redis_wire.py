@@ -24,5 +24,5 @@ def test_encoded_commands_read_back_as_sent():
     keys = [b'k1', b'k2\r\n', b'']
     reader = hiredis.Reader()
     reader.feed(encode_each(b'PTTL', keys) + encode((b'SCAN', b'0', b'COUNT', 1000)))
-    assert [reader.gets() for _ in range(4)] == [[b'PTTL', key] for key in keys] + [[b'SCAN', b'0', b'COUNT', b'1000']]
+    assert [reader.gets() for _command in range(4)] == [[b'PTTL', key] for key in keys] + [[b'SCAN', b'0', b'COUNT', b'1000']]
     assert reader.gets() is False
