@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -280,6 +281,37 @@ def test_store_dying_mid_sweep_leaves_an_exact_backup_and_a_rerun_finishes(capsy
         assert dump_redis(client) == original
     finally:
         server.stop()
+
+
+def test_backup_failing_mid_sweep_deletes_nothing_it_did_not_record(capsys, redis_server, tmp_path, monkeypatch):
+    client = redis_server.client()
+    seed_redis(client, expired=200, valid=10)
+    original = dump_redis(client)
+    real_fsync = os.fsync
+    synced = []
+
+    def disk_full_after_three_writes(fd):
+        # three fsyncs succeed (the header, its directory, the first entries); then the disk is full
+        if len(synced) >= 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, 'fsync', disk_full_after_three_writes)
+    backup = tmp_path / 'b.jsonl'
+    failed = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=20)
+    monkeypatch.undo()
+    assert failed['failed'] is True and '\n' not in failed['msg']
+    assert f'writing backup_path {backup} failed (No space left on device)' in failed['msg']
+    assert 'free space, then re-run' in failed['msg']
+    gone = {key.decode() for key in set(original) - set(dump_redis(client))}
+    assert gone, 'the batches whose backup was durable are deleted'
+    assert gone <= set(backed_up_keys(backup)), 'a session was deleted without a durable backup line'
+
+    rerun = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=20)
+    assert rerun['_rc'] == 0 and rerun['deleted'] == 200 - len(gone)
+    sweep(capsys, redis_server, state='restored', backup_path=str(backup))
+    assert dump_redis(client) == original
 
 
 @pytest.mark.parametrize('args, message', [
