@@ -68,8 +68,7 @@ def parse_expiry(raw):
     """
     if isinstance(raw, bytes):
         if raw.isdigit() and len(raw) < 16:
-            value = int(raw)
-            return value / 1000.0 if value > EPOCH_MILLIS_THRESHOLD else float(value)
+            return epoch_from_number(int(raw))
         if len(raw) == 20 and raw[19:] == b'Z':
             try:
                 return _FROM_ISO(raw.decode('ascii')).timestamp()
