@@ -175,6 +175,7 @@ class BackupWriter:
         self._queue = []
         self._thread = None
         self._closing = False
+        self._failed = None  # the BackupError of a failed write: every later write fails with it
 
     def _open(self):
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, 'O_NOFOLLOW', 0)
@@ -192,13 +193,17 @@ class BackupWriter:
         self._write(''.join([json.dumps(record, separators=(',', ':')) + '\n' for record in records]).encode('utf-8'))
 
     def _write(self, payload: bytes) -> None:
+        """Append and fsync; after a failed write (the file may end in part of a line) nothing more is appended."""
+        if self._failed is not None:
+            raise self._failed
         try:
             self._handle.write(payload)
             self._handle.flush()
             os.fsync(self._handle.fileno())
         except OSError as exc:
-            raise BackupError(f'writing backup_path {self.path} failed ({exc.strerror}); nothing more was deleted: '
-                              'free space, then re-run') from None
+            self._failed = BackupError(f'writing backup_path {self.path} failed ({exc.strerror}); nothing more was '
+                                       'deleted: free space, then re-run')
+            raise self._failed from None
 
     def write_entries(self, entries) -> None:
         """Durably record entries that are about to be deleted."""
@@ -209,7 +214,7 @@ class BackupWriter:
 
         The lines are formatted here; the caller goes on (judging the next batch) while
         the backup thread writes and fsyncs them. result() raises the BackupError of a
-        failed write; after one, every later write fails too.
+        failed write.
         """
         payload = backup_lines(entries)
         with self._lock:
@@ -225,7 +230,6 @@ class BackupWriter:
         return written
 
     def _write_queued(self) -> None:
-        failed = None
         while True:
             with self._queued:
                 while not self._queue and not self._closing:
@@ -233,17 +237,15 @@ class BackupWriter:
                 if not self._queue:
                     return
                 taken, self._queue = self._queue, []
-            if failed is None:
-                try:
-                    with self._lock:
-                        self._write(b''.join([payload for payload, _written in taken]))
-                except BackupError as exc:
-                    failed = exc
-            for _payload, written in taken:
-                if failed is None:
+            try:
+                with self._lock:
+                    self._write(b''.join([payload for payload, _written in taken]))
+            except BackupError as exc:
+                for _payload, written in taken:
+                    written.set_exception(exc)
+            else:
+                for _payload, written in taken:
                     written.set_result(None)
-                else:
-                    written.set_exception(failed)
 
     def write_not_deleted(self, keys) -> None:
         """Record that entries written above were kept (refreshed during the sweep)."""

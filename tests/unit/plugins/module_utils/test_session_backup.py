@@ -92,4 +92,8 @@ def test_after_a_failed_write_every_later_write_fails(tmp_path, monkeypatch):
     later = writer.start_entries([Entry(b'vllm:session:c', 'hash', fields={b'expires_at': b'3'})])
     with pytest.raises(BackupError, match='No space left on device'):
         later.result(timeout=10)
+    size = os.path.getsize(writer.path)
+    with pytest.raises(BackupError, match='No space left on device'):
+        writer.write_not_deleted([b'vllm:session:a'])
+    assert os.path.getsize(writer.path) == size, 'nothing is appended after a failed write'
     writer.close()
