@@ -240,6 +240,12 @@ def _is_error(reply, code: str) -> bool:
     return isinstance(reply, Exception) and str(reply).startswith(code)
 
 
+def _pairs(flat) -> dict:
+    """A hash from its flat HGETALL answer (name, value, name, value, ...)."""
+    pairs = iter(flat)
+    return dict(zip(pairs, pairs))
+
+
 def _flat(lists) -> list:
     return [item for part in lists for item in part]
 
@@ -402,7 +408,7 @@ class RedisPartition:
                     in_flight = self.send_delete(remover, backing.popleft()[0], job.options.guard_fields)
                 timed = []
                 if keys:
-                    victims = job.judge(self._entries(self.client, keys, contents, job.options.malformed == 'sweep'))
+                    victims = self._judge(job, keys, contents)
                     if job.backing_up:
                         timed = victims
                         reader.send_encoded(encode_each(b'PTTL', [entry.key for entry in victims]), len(victims))
@@ -419,6 +425,39 @@ class RedisPartition:
             raise
         self._settle(job, remover, in_flight)
 
+    def _judge(self, job, keys, replies):
+        """A batch's victims, from its HGETALL answers.
+
+        When the expiry alone decides (``job.by_expiry``), hashes are judged by that field
+        read straight off the flat answer, and only the victims become entries: half a
+        sweep's sessions are usually kept, and building their dicts cost more than judging.
+        """
+        read_strings = job.options.malformed == 'sweep'
+        if not job.by_expiry:
+            return job.judge(self._entries(self.client, keys, replies, read_strings))
+        name = job.options.expires_field
+        hash_keys, flats, raws = [], [], []
+        other_keys, other_replies = [], []
+        for key, reply in zip(keys, replies):
+            if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # a hash (RESP2: a flat list)
+                if reply:  # empty: the key went away since SCAN listed it
+                    hash_keys.append(key)
+                    flats.append(reply)
+                    try:
+                        at = reply.index(name)
+                    except ValueError:
+                        raws.append(None)
+                        continue
+                    # names sit at even positions; an odd one is a value that equals the name
+                    raws.append(reply[at + 1] if at % 2 == 0 else _pairs(reply).get(name))
+            else:
+                other_keys.append(key)
+                other_replies.append(reply)
+        victims = [Entry(hash_keys[at], 'hash', _pairs(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
+        if other_keys:
+            victims.extend(job.judge(self._entries(self.client, other_keys, other_replies, read_strings)))
+        return victims
+
     @staticmethod
     def _entries(client, keys, replies, read_strings: bool):
         """Sessions from HGETALL answers; a key of another type becomes a 'string' entry (GET) or 'other'."""
@@ -428,8 +467,7 @@ class RedisPartition:
             # an empty answer: the key went away since SCAN listed it
             if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # RESP2 (what the store asks for): a flat list
                 if reply:
-                    pairs = iter(reply)
-                    entries.append(Entry(key, 'hash', dict(zip(pairs, pairs))))
+                    entries.append(Entry(key, 'hash', _pairs(reply)))
             elif isinstance(reply, dict):  # RESP3: a map
                 if reply:
                     entries.append(Entry(key, 'hash', reply))

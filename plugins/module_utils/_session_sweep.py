@@ -17,6 +17,7 @@ import concurrent.futures
 import contextlib
 import gc
 import json
+import operator
 import threading
 import time
 
@@ -29,6 +30,7 @@ SAMPLE_SIZE = 10
 REFRESH_TOKEN_FIELD = b'refresh_token'
 
 KEEP, MATCH, MALFORMED, WRONG_TYPE = 'keep', 'match', 'malformed', 'wrong_type'
+_KEY_OF_ENTRY = operator.attrgetter('key')
 
 
 class SweepError(Exception):
@@ -183,6 +185,11 @@ class SweepJob:
         self.backing_up = delete and sweeper.writer is not None
         self._sweeper = sweeper
 
+    @property
+    def by_expiry(self) -> bool:
+        """Whether the expiry alone decides (select expired or all): see judge_expiries."""
+        return self.options.select != 'revoked'
+
     def judge(self, entries):
         """Count a batch and return the entries to remove (never more than max_delete allows)."""
         options = self.options
@@ -199,7 +206,36 @@ class SweepJob:
                 wrong_type += 1
             if _to_remove(verdict, entry, options):
                 victims.append(entry)
-        judged = len(entries)
+        return self._count(len(entries), malformed, wrong_type, expiries, victims, _KEY_OF_ENTRY)
+
+    def judge_expiries(self, keys, raws):
+        """``judge`` for a batch of sessions (no wrong-type entries) given by their raw expiry values alone.
+
+        ``raws[i]`` is the expiry field of the session at ``keys[i]`` (None: missing). Only
+        when ``by_expiry``: the store then builds an entry for the victims only. Returns the
+        positions to remove; the counts are judge's.
+        """
+        options = self.options
+        match_all = options.select == 'all'
+        cutoff = options.cutoff
+        sweep_malformed = options.malformed == 'sweep'
+        malformed = 0
+        expiries = []
+        positions = []
+        for position, raw in enumerate(raws):
+            expiry = None if raw is None else parse_expiry(raw)
+            if expiry is None:
+                malformed += 1
+                if sweep_malformed:
+                    positions.append(position)
+                continue
+            expiries.append(expiry)
+            if match_all or expiry < cutoff:
+                positions.append(position)
+        return self._count(len(raws), malformed, 0, expiries, positions, keys.__getitem__)
+
+    def _count(self, judged, malformed, wrong_type, expiries, victims, key_of):
+        """Add a judged batch to the counts; the victims (entries, or positions: ``key_of`` names them) that may go."""
         stats = self.stats
         with stats.lock:
             stats.scanned += judged
@@ -209,8 +245,8 @@ class SweepJob:
             if expiries:
                 stats.add_expiry(min(expiries))
                 stats.add_expiry(max(expiries))
-            for entry in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
-                stats.sample_ids.append(self._sweeper.store.session_id(entry.key))
+            for victim in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
+                stats.sample_ids.append(self._sweeper.store.session_id(key_of(victim)))
         self._sweeper.limiter.consume(judged)
         return self._sweeper.take_allowance(victims) if self.deleting else victims
 
