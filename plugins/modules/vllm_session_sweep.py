@@ -275,7 +275,6 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._introspection import Introspector
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import (
@@ -321,6 +320,10 @@ def sweep_options(module: AnsibleModule) -> SweepOptions:
     params = module.params
     introspector = None
     if params['select'] == 'revoked' and params['state'] != 'restored':
+        # imported here: its HTTP client costs every other run of the module a tenth of a second to import
+        from ansible_collections.inferops.vllm_dr.plugins.module_utils._introspection import (  # pylint: disable=import-outside-toplevel
+            Introspector,
+        )
         introspector = Introspector(params['introspection_url'], params['introspection_client_id'],
                                     params['introspection_client_secret'], timeout=params['timeout'],
                                     validate_certs=params['introspection_validate_certs'],
