@@ -29,6 +29,7 @@ from ._files import BackupError, fsync_directory, PRIVATE_MODE
 from ._timestamps import iso_utc
 
 FORMAT_VERSION = 1
+_chain = itertools.chain.from_iterable
 # Bytes that JSON (with ensure_ascii) writes as they are: printable ASCII but the quote and the backslash.
 _PLAIN = bytes(range(0x20, 0x7f)).replace(b'"', b'').replace(b'\\', b'')
 
@@ -102,16 +103,19 @@ def backup_lines(entries) -> bytes:
     """
     templates = []
     args = []
+    add, add_all, add_template = args.append, args.extend, templates.append
     for entry in entries:
-        if entry.fields is None or entry.value is not None:
+        fields = entry.fields
+        if fields is None or entry.value is not None:
             return _encoded_lines(entries)
-        args.append(entry.key)
-        args.extend(itertools.chain.from_iterable(entry.fields.items()))
-        metadata = ()
-        if entry.pexpireat is not None or entry.version is not None or entry.lease:
+        add(entry.key)
+        add_all(_chain(fields.items()))
+        if entry.pexpireat is None and entry.version is None and not entry.lease:
+            add_template(_line_template(entry.kind, len(fields), ()))
+        else:
             metadata = tuple(entry._metadata())  # pylint: disable=protected-access
-            args.extend([b'%d' % number for _name, number in metadata])
-        templates.append(_line_template(entry.kind, len(entry.fields), tuple(name for name, _number in metadata)))
+            add_all([b'%d' % number for _name, number in metadata])
+            add_template(_line_template(entry.kind, len(fields), tuple(name for name, _number in metadata)))
     joined = b''.join(args)
     if joined.translate(None, _PLAIN) or b'b64:' in joined:
         return _encoded_lines(entries)
