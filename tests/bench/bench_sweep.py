@@ -141,7 +141,8 @@ def run_round(work: str, rdb: str, counts: dict, args, failures: list):
             left = server.client().dbsize()
         rss = result['peak_rss_mb']
         ratios[name] = result['wall_s'] / baseline['wall_s']
-        print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s ({ratios[name]:.2f}x baseline), peak RSS {rss:.0f} MB; '
+        inside = f' (the module itself {result["duration_s"]:.2f}s)' if name == 'ansible' else ''
+        print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside} ({ratios[name]:.2f}x baseline), peak RSS {rss:.0f} MB; '
               f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
               f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB')
         os.remove(backup)
