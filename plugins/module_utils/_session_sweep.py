@@ -188,7 +188,7 @@ class SweepJob:
     @property
     def by_expiry(self) -> bool:
         """Whether the expiry alone decides (select expired or all): see judge_expiries."""
-        return self.options.select != 'revoked'
+        return self.options.select in ('expired', 'all')
 
     def judge(self, entries):
         """Count a batch and return the entries to remove (never more than max_delete allows)."""
