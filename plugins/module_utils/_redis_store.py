@@ -382,6 +382,7 @@ class RedisPartition:
 
     def _sweep(self, job, reader, remover) -> None:
         size = job.options.batch_size
+        delete_args = _delete_args(job.options.guard_fields)
         reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
@@ -405,7 +406,7 @@ class RedisPartition:
                     sent, in_flight = in_flight, None
                     self._settle(job, remover, sent)
                     job.finish_backup(backing[0][1])
-                    in_flight = self.send_delete(remover, backing.popleft()[0], job.options.guard_fields)
+                    in_flight = self.send_delete(remover, backing.popleft()[0], delete_args)
                 timed = []
                 if keys:
                     victims = self._judge(job, keys, contents)
@@ -488,10 +489,12 @@ class RedisPartition:
             entries.extend(Entry(key, 'other') for key in other)
         return entries
 
-    def send_delete(self, wire, victims, guard_fields) -> DeleteInFlight:
-        """Send the conditional delete of ``victims``; its answers are read by finish_delete."""
+    def send_delete(self, wire, victims, args_for) -> DeleteInFlight:
+        """Send the conditional delete of ``victims``; finish_delete reads its answers.
+
+        ``args_for`` is _delete_args of the guard fields, built once per sweep.
+        """
         groups = self._groups(victims)
-        args_for = _delete_args(guard_fields)
         self._delete.send(wire, groups, args_for)
         return DeleteInFlight(groups, args_for)
 

@@ -28,9 +28,9 @@ def before_each_delete(monkeypatch, action):
     """Run ``action(entries)`` after each batch is backed up, just before its delete is sent."""
     real_delete = _redis_store.RedisPartition.send_delete
 
-    def hooked(self, wire, entries, guard_fields):
+    def hooked(self, wire, entries, *rest):
         action(entries)
-        return real_delete(self, wire, entries, guard_fields)
+        return real_delete(self, wire, entries, *rest)
 
     monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', hooked)
 
