@@ -221,9 +221,10 @@ class BackupWriter:
         failed write.
         """
         payload = backup_lines(entries)
-        with self._lock:
-            if self._handle is None:
-                self._open()
+        if self._handle is None:  # only the first time: the lock is the backup thread's while it fsyncs
+            with self._lock:
+                if self._handle is None:
+                    self._open()
         written = concurrent.futures.Future()
         with self._queued:
             self._queue.append((payload, written))
