@@ -300,6 +300,11 @@ def _restore_args(group):
     return len(args), b''.join(bulk(arg) for arg in args)
 
 
+# Deletes sent before the answers of earlier ones are read: the server runs the next one
+# while this process reads what the last one did.
+DELETES_AHEAD = 2
+
+
 class DeleteInFlight:
     """A delete sent on the remover connection whose answers are still to be read: its victims by slot group."""
 
@@ -352,7 +357,7 @@ class RedisPartition:
         names its keys, so the server reads batch n+1 while this process judges batch n,
         the backup thread makes the victims of batch n-1 durable, and the delete of an
         earlier batch runs. A batch is in the backup (fsynced) before its delete is sent,
-        and at most one delete is in flight.
+        and at most DELETES_AHEAD deletes are in flight.
         """
         wires = []
         try:
@@ -386,7 +391,7 @@ class RedisPartition:
         reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
-        in_flight = None
+        in_flight = collections.deque()  # deletes sent whose answers are still to be read, oldest first
         try:
             while reading or timed or backing:
                 keys, scanning = reading or ([], False)
@@ -403,10 +408,10 @@ class RedisPartition:
                 # the oldest backup's delete once it is durable (waited for when a second backup
                 # is queued behind it, or when nothing is left to read)
                 if backing and (len(backing) > 1 or not reading or job.backup_done(backing[0][1])):
-                    sent, in_flight = in_flight, None
-                    self._settle(job, remover, sent)
+                    if len(in_flight) == DELETES_AHEAD:
+                        self._settle_oldest(job, remover, in_flight)
                     job.finish_backup(backing[0][1])
-                    in_flight = self.send_delete(remover, backing.popleft()[0], delete_args)
+                    in_flight.append(self.send_delete(remover, backing.popleft()[0], delete_args))
                 timed = []
                 if keys:
                     victims = self._judge(job, keys, contents)
@@ -418,13 +423,15 @@ class RedisPartition:
         except redis.RedisError:
             for victims, pending in backing:
                 job.abandon(victims, pending)
-            # count what the delete in flight did, if the server can still say
+            # count what the deletes in flight did, if the server can still say
             try:
-                self._settle(job, remover, in_flight)
+                while in_flight:
+                    self._settle_oldest(job, remover, in_flight)
             except redis.RedisError:
                 pass
             raise
-        self._settle(job, remover, in_flight)
+        while in_flight:
+            self._settle_oldest(job, remover, in_flight)
 
     def _judge(self, job, keys, replies):
         """A batch's victims, from its HGETALL answers.
@@ -490,7 +497,7 @@ class RedisPartition:
         return entries
 
     def send_delete(self, wire, victims, args_for) -> DeleteInFlight:
-        """Send the conditional delete of ``victims``; finish_delete reads its answers.
+        """Send the conditional delete of ``victims``; _settle_oldest reads its answers.
 
         ``args_for`` is _delete_args of the guard fields, built once per sweep.
         """
@@ -498,9 +505,25 @@ class RedisPartition:
         self._delete.send(wire, groups, args_for)
         return DeleteInFlight(groups, args_for)
 
-    def finish_delete(self, wire, sent: DeleteInFlight):
-        """(victims, [deleted?]) of a delete sent earlier, both in slot-group order."""
-        replies = self._delete.replies(wire, sent.groups, sent.args_for, wire.receive(len(sent.groups)))
+    def _settle_oldest(self, job, wire, in_flight) -> None:
+        """Read what the oldest delete in flight did and count it.
+
+        A delete the server could not run (NOSCRIPT: it lost its scripts) is sent again
+        after the script is loaded; the answers of the deletes sent after it come first on
+        the connection, so they are read (and settled) before anything else is sent.
+        """
+        sent = in_flight.popleft()
+        replies = wire.receive(len(sent.groups))
+        later = []
+        if in_flight and any(_is_error(reply, 'NOSCRIPT') for reply in replies):
+            later = [(after, wire.receive(len(after.groups))) for after in in_flight]
+            in_flight.clear()
+        for delete, answers in [(sent, replies)] + later:
+            job.settle(*self._deleted(delete, self._delete.replies(wire, delete.groups, delete.args_for, answers)))
+
+    @staticmethod
+    def _deleted(sent: DeleteInFlight, replies):
+        """(victims, [deleted?]) of a delete from the script's answers (kept positions), in slot-group order."""
         outcome = []
         for group, kept in zip(sent.groups, replies):
             deleted = [True] * len(group)
@@ -508,10 +531,6 @@ class RedisPartition:
                 deleted[position - 1] = False
             outcome.extend(deleted)
         return _flat(sent.groups), outcome
-
-    def _settle(self, job, wire, sent) -> None:
-        if sent is not None:
-            job.settle(*self.finish_delete(wire, sent))
 
     # ---- restore --------------------------------------------------------------------------------
 
