@@ -125,18 +125,18 @@ def deletable_wrong_type(entry) -> bool:
     return entry.kind in ('string', 'json')
 
 
-def judge(entry, fields, options: SweepOptions):
-    """(verdict, expiry) for one entry."""
+def judge_by_provider(fields, options: SweepOptions):
+    """(verdict, expiry) of one entry when the identity provider decides (select revoked).
+
+    ``fields`` is None for an entry that is not a session object. The selections the
+    expiry alone decides are judged by SweepJob.judge_expiries.
+    """
     if fields is None:
         return WRONG_TYPE, None
     raw = fields.get(options.expires_field)
     expiry = None if raw is None else parse_expiry(raw)
     if expiry is None:
         return MALFORMED, None
-    if options.select == 'all':
-        return MATCH, expiry
-    if options.select == 'expired':
-        return (MATCH if expiry < options.cutoff else KEEP), expiry
     token = fields.get(REFRESH_TOKEN_FIELD)
     if not token:
         return MALFORMED, expiry
@@ -192,12 +192,30 @@ class SweepJob:
 
     def judge(self, entries):
         """Count a batch and return the entries to remove (never more than max_delete allows)."""
+        if not self.by_expiry:
+            return self._judge_each(entries)
+        name = self.options.expires_field
+        sessions, raws, wrong_type = [], [], []
+        for entry in entries:
+            fields = session_fields(entry)
+            if fields is None:
+                wrong_type.append(entry)
+            else:
+                sessions.append(entry)
+                raws.append(fields.get(name))
+        victims = [sessions[position] for position in self.judge_expiries([entry.key for entry in sessions], raws)]
+        if wrong_type:
+            victims.extend(self._judge_each(wrong_type))
+        return victims
+
+    def _judge_each(self, entries):
+        """judge, entry by entry: the identity provider's verdicts, and entries that are not sessions."""
         options = self.options
         malformed = wrong_type = 0
         expiries = []
         victims = []
         for entry in entries:
-            verdict, expiry = judge(entry, session_fields(entry), options)
+            verdict, expiry = judge_by_provider(session_fields(entry), options)
             if expiry is not None:
                 expiries.append(expiry)
             if verdict == MALFORMED:
@@ -209,11 +227,11 @@ class SweepJob:
         return self._count(len(entries), malformed, wrong_type, expiries, victims, _KEY_OF_ENTRY)
 
     def judge_expiries(self, keys, raws):
-        """``judge`` for a batch of sessions (no wrong-type entries) given by their raw expiry values alone.
+        """The rule of the selections the expiry alone decides (``by_expiry``), for a batch of sessions.
 
-        ``raws[i]`` is the expiry field of the session at ``keys[i]`` (None: missing). Only
-        when ``by_expiry``: the store then builds an entry for the victims only. Returns the
-        positions to remove; the counts are judge's.
+        ``raws[i]`` is the expiry field of the session at ``keys[i]`` (None: missing); a store
+        that can read it without building the session calls this directly and builds entries
+        for the victims only. Counts the batch; returns the positions to remove.
         """
         options = self.options
         match_all = options.select == 'all'
