@@ -305,16 +305,6 @@ def _restore_args(group):
 DELETES_AHEAD = 2
 
 
-class DeleteInFlight:
-    """A delete sent on the remover connection whose answers are still to be read: its victims by slot group."""
-
-    __slots__ = ('groups', 'args_for')
-
-    def __init__(self, groups, args_for):
-        self.groups = groups
-        self.args_for = args_for
-
-
 class RedisPartition:
     """One server that owns part (or all) of the keyspace: a standalone server or one cluster primary."""
 
@@ -391,7 +381,7 @@ class RedisPartition:
         reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
-        in_flight = collections.deque()  # deletes sent whose answers are still to be read, oldest first
+        in_flight = collections.deque()  # slot groups of the deletes whose answers are still to be read, oldest first
         try:
             while reading or timed or backing:
                 keys, scanning = reading or ([], False)
@@ -409,7 +399,7 @@ class RedisPartition:
                 # is queued behind it, or when nothing is left to read)
                 if backing and (len(backing) > 1 or not reading or job.backup_done(backing[0][1])):
                     if len(in_flight) == DELETES_AHEAD:
-                        self._settle_oldest(job, remover, in_flight)
+                        self._settle_oldest(job, remover, in_flight, delete_args)
                     job.finish_backup(backing[0][1])
                     in_flight.append(self.send_delete(remover, backing.popleft()[0], delete_args))
                 timed = []
@@ -426,12 +416,12 @@ class RedisPartition:
             # count what the deletes in flight did, if the server can still say
             try:
                 while in_flight:
-                    self._settle_oldest(job, remover, in_flight)
+                    self._settle_oldest(job, remover, in_flight, delete_args)
             except redis.RedisError:
                 pass
             raise
         while in_flight:
-            self._settle_oldest(job, remover, in_flight)
+            self._settle_oldest(job, remover, in_flight, delete_args)
 
     def _judge(self, job, keys, replies):
         """A batch's victims, from its HGETALL answers.
@@ -496,16 +486,16 @@ class RedisPartition:
             entries.extend(Entry(key, 'other') for key in other)
         return entries
 
-    def send_delete(self, wire, victims, args_for) -> DeleteInFlight:
-        """Send the conditional delete of ``victims``; _settle_oldest reads its answers.
+    def send_delete(self, wire, victims, args_for) -> list:
+        """Send the conditional delete of ``victims``; its slot groups, whose answers _settle_oldest reads.
 
         ``args_for`` is _delete_args of the guard fields, built once per sweep.
         """
         groups = self._groups(victims)
         self._delete.send(wire, groups, args_for)
-        return DeleteInFlight(groups, args_for)
+        return groups
 
-    def _settle_oldest(self, job, wire, in_flight) -> None:
+    def _settle_oldest(self, job, wire, in_flight, args_for) -> None:
         """Read what the oldest delete in flight did and count it.
 
         A delete the server could not run (NOSCRIPT: it lost its scripts) is sent again
@@ -513,24 +503,24 @@ class RedisPartition:
         the connection, so they are read (and settled) before anything else is sent.
         """
         sent = in_flight.popleft()
-        replies = wire.receive(len(sent.groups))
+        replies = wire.receive(len(sent))
         later = []
         if in_flight and any(_is_error(reply, 'NOSCRIPT') for reply in replies):
-            later = [(after, wire.receive(len(after.groups))) for after in in_flight]
+            later = [(after, wire.receive(len(after))) for after in in_flight]
             in_flight.clear()
-        for delete, answers in [(sent, replies)] + later:
-            job.settle(*self._deleted(delete, self._delete.replies(wire, delete.groups, delete.args_for, answers)))
+        for groups, answers in [(sent, replies)] + later:
+            job.settle(*self._deleted(groups, self._delete.replies(wire, groups, args_for, answers)))
 
     @staticmethod
-    def _deleted(sent: DeleteInFlight, replies):
+    def _deleted(groups, replies):
         """(victims, [deleted?]) of a delete from the script's answers (kept positions), in slot-group order."""
         outcome = []
-        for group, kept in zip(sent.groups, replies):
+        for group, kept in zip(groups, replies):
             deleted = [True] * len(group)
             for position in kept:
                 deleted[position - 1] = False
             outcome.extend(deleted)
-        return _flat(sent.groups), outcome
+        return _flat(groups), outcome
 
     # ---- restore --------------------------------------------------------------------------------
 
