@@ -2,9 +2,11 @@
 
 One run, same machine, same data: --sessions sessions (half expired, 1% malformed)
 are written once and saved to one RDB file; each contender gets a fresh
-redis-server loaded from a copy of it. --rounds N runs the baseline and the two
-sweeps N times in turn and judges the median ratios (a noisy machine moves a
-single run by a third either way). Contenders:
+redis-server loaded from a copy of it. The machine's speed drifts by a third
+either way within a minute, so each sweep is timed between two runs of the
+baseline (baseline, direct, baseline, ansible, baseline) and compared with their
+mean: a change of pace moves both sides of its ratio. --rounds N does that N
+times and judges the median ratios. Contenders:
 
   baseline  redis-cli --scan --pattern 'vllm:session:*' | xargs -n 1000 redis-cli unlink
             (unconditional: deletes every session, keeps no backup)
@@ -92,9 +94,14 @@ def run_baseline(server: RedisServer) -> dict:
     cli = shutil.which('redis-cli')
     command = (f"{cli} -p {server.port} --scan --pattern '{PATTERN}' | "
                f"xargs -n 1000 {cli} -p {server.port} unlink > /dev/null")
+    client = server.client()
+    before = client.dbsize()
     start = time.monotonic()
     subprocess.run(['bash', '-c', command], check=True)
-    return {'wall_s': time.monotonic() - start, 'left': server.client().dbsize()}
+    wall_s = time.monotonic() - start
+    if client.dbsize():
+        raise SystemExit(f'baseline left {client.dbsize():,} keys: redis-cli did not finish its job')
+    return {'wall_s': wall_s, 'deleted': before}
 
 
 def run_direct(port: int, backend: str, backup: str, batch: int) -> dict:
@@ -126,12 +133,17 @@ def run_ansible(port: int, backup: str, batch: int) -> dict:
     return result
 
 
-def run_round(work: str, rdb: str, counts: dict, args, failures: list):
-    """The baseline, then the direct and the Ansible sweep, each on a fresh server from the RDB: (baseline s, ratios)."""
+def timed_baseline(work: str, rdb: str) -> float:
     with fresh_server(work, rdb, 'baseline') as server:
         baseline = run_baseline(server)
     print(f'baseline  redis-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s '
-          f'(deleted all {args.sessions:,}, no condition, no backup)')
+          f'(deleted all {baseline["deleted"]:,}, no condition, no backup)')
+    return baseline['wall_s']
+
+
+def run_round(work: str, rdb: str, counts: dict, args, failures: list):
+    """The baseline around each sweep (direct, then Ansible), each run on a fresh server from the RDB: (baselines, ratios)."""
+    baselines = [timed_baseline(work, rdb)]
     ratios = {}
     for name in ('direct', 'ansible'):
         backup = os.path.join(work, f'{name}.jsonl')
@@ -140,17 +152,19 @@ def run_round(work: str, rdb: str, counts: dict, args, failures: list):
                 else run_ansible(server.port, backup, args.batch_size)
             left = server.client().dbsize()
         rss = result['peak_rss_mb']
-        ratios[name] = result['wall_s'] / baseline['wall_s']
         inside = f' (the module itself {result["duration_s"]:.2f}s)' if name == 'ansible' else ''
-        print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside} ({ratios[name]:.2f}x baseline), peak RSS {rss:.0f} MB; '
+        print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside}, peak RSS {rss:.0f} MB; '
               f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
               f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB')
+        baselines.append(timed_baseline(work, rdb))
+        ratios[name] = result['wall_s'] / statistics.mean(baselines[-2:])
+        print(f'{name:8}  {ratios[name]:.2f}x the baseline around it (the mean of {baselines[-2]:.2f}s and {baselines[-1]:.2f}s)')
         os.remove(backup)
         if result['deleted'] != counts['expired'] or left != args.sessions - counts['expired']:
             failures.append(f'{name}: wrong counts')
         if rss > args.max_rss_mb:
             failures.append(f'{name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
-    return baseline['wall_s'], ratios
+    return baselines, ratios
 
 
 def main() -> int:
@@ -160,7 +174,7 @@ def main() -> int:
     parser.add_argument('--max-rss-mb', type=float, default=100.0)
     parser.add_argument('--skip-cluster', action='store_true')
     parser.add_argument('--rounds', type=int, default=1,
-                        help='baseline, direct and ansible this many times, in turn; targets judged on the median ratios')
+                        help='the baseline around the direct and the ansible sweep this many times; targets judged on the median ratios')
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix='vllm-dr-bench-sweep-')
@@ -181,8 +195,8 @@ def main() -> int:
         for index in range(args.rounds):
             if args.rounds > 1:
                 print(f'round {index + 1} of {args.rounds}')
-            baseline_s, measured = run_round(work, rdb, counts, args, failures)
-            baselines.append(baseline_s)
+            around, measured = run_round(work, rdb, counts, args, failures)
+            baselines.extend(around)
             for name, ratio in measured.items():
                 ratios[name].append(ratio)
         targets = {'direct': 1.0, 'ansible': 1.2}
