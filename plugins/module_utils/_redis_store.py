@@ -219,21 +219,22 @@ class _Script:
         if self.sha is None:
             self.sha = _raised(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
 
-    def replies(self, wire, groups, args_for, replies) -> list:
-        """``replies`` with any NOSCRIPT answer replaced by a run after loading the script again (it never ran)."""
+    def run(self, wire, groups, args_for) -> list:
+        """The answers of one run per group; the groups the server could not run (it lost its scripts) run again."""
+        self.send(wire, groups, args_for)
+        replies = list(wire.receive(len(groups)))
         lost = [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
         if lost:
-            self.sha = None
-            self.load(wire)
-            self.send(wire, [groups[index] for index in lost], args_for)
-            replies = list(replies)
-            for index, reply in zip(lost, wire.receive(len(lost))):
+            for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for)):
                 replies[index] = reply
         return [_raised(reply) for reply in replies]
 
-    def run(self, wire, groups, args_for) -> list:
+    def run_again(self, wire, groups, args_for) -> list:
+        """Load the script again (the server answered NOSCRIPT: it never ran) and run it for ``groups``."""
+        self.sha = None
+        self.load(wire)
         self.send(wire, groups, args_for)
-        return self.replies(wire, groups, args_for, wire.receive(len(groups)))
+        return [_raised(reply) for reply in wire.receive(len(groups))]
 
 
 def _is_error(reply, code: str) -> bool:
@@ -498,18 +499,28 @@ class RedisPartition:
     def _settle_oldest(self, job, wire, in_flight, args_for) -> None:
         """Read what the oldest delete in flight did and count it.
 
-        A delete the server could not run (NOSCRIPT: it lost its scripts) is sent again
-        after the script is loaded; the answers of the deletes sent after it come first on
-        the connection, so they are read (and settled) before anything else is sent.
+        A group the server could not run (NOSCRIPT: it lost its scripts) is sent again
+        after the script is loaded. The answers of the deletes sent after it come first on
+        the connection, so they are read first, and everything the answers already tell is
+        counted before that retry, which may fail too.
         """
-        sent = in_flight.popleft()
-        replies = wire.receive(len(sent))
-        later = []
+        groups = in_flight.popleft()
+        replies = list(wire.receive(len(groups)))
         if in_flight and any(_is_error(reply, 'NOSCRIPT') for reply in replies):
-            later = [(after, wire.receive(len(after))) for after in in_flight]
+            for later in in_flight:
+                groups = groups + later
+                replies.extend(wire.receive(len(later)))
             in_flight.clear()
-        for groups, answers in [(sent, replies)] + later:
-            job.settle(*self._deleted(groups, self._delete.replies(wire, groups, args_for, answers)))
+        lost = [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
+        # any other error aborted its script before anything was unlinked
+        failed = next((reply for reply in replies if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT')), None)
+        ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
+        job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
+        if failed is not None:
+            raise failed
+        if lost:
+            lost = [groups[index] for index in lost]
+            job.settle(*self._deleted(lost, self._delete.run_again(wire, lost, args_for)))
 
     @staticmethod
     def _deleted(groups, replies):

@@ -208,6 +208,34 @@ def test_sweep_survives_the_server_forgetting_its_scripts(capsys, redis_server, 
     assert result['deleted'] == 30 and client.dbsize() == 3
 
 
+def test_a_failed_retry_still_counts_the_deletes_that_ran(capsys, redis_server, tmp_path, monkeypatch):
+    """The first delete finds its script gone, the second runs; loading the script again is then refused."""
+    client = redis_server.client()
+    seed_redis(client, expired=30, valid=3)
+    calls = []
+
+    def flush_then_forbid_loading(entries):
+        calls.append(len(entries))
+        if len(calls) == 1:
+            client.script_flush()  # the first delete answers NOSCRIPT
+        elif len(calls) == 2:
+            client.script_load(_redis_store.DELETE_SCRIPT)  # the second runs
+            client.execute_command('ACL', 'SETUSER', 'default', '-script|load')
+
+    before_each_delete(monkeypatch, flush_then_forbid_loading)
+    backup = tmp_path / 'b.jsonl'
+    failed = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=10)
+    assert failed['failed'] is True and 'NOPERM' in failed['msg'] and '\n' not in failed['msg']
+    gone = 33 - client.dbsize()
+    assert gone == calls[1] > 0, 'only the second delete ran'
+    assert f'; {gone} sessions were deleted before it stopped' in failed['msg']
+
+    monkeypatch.undo()
+    client.execute_command('ACL', 'SETUSER', 'default', '+@all')
+    rerun = sweep(capsys, redis_server, state='swept', backup_path=str(backup), batch_size=10)
+    assert rerun['_rc'] == 0 and rerun['deleted'] == 30 - gone and client.dbsize() == 3
+
+
 def test_concurrent_writer_loses_no_refreshed_session(capsys, redis_server, tmp_path):
     client = redis_server.client()
     ids = seed_redis(client, expired=3000, valid=10)
