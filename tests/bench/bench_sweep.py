@@ -2,8 +2,8 @@
 
 One run, same machine, same data: --sessions sessions (half expired, 1% malformed)
 are written once and saved to one RDB file; each contender gets a fresh
-redis-server loaded from a copy of it. The machine's speed drifts by a third
-either way within a minute, so each sweep is timed between two runs of the
+redis-server loaded from a copy of it. A shared machine's pace can drift by a
+third either way within a minute, so each sweep is timed between two runs of the
 baseline (baseline, direct, baseline, ansible, baseline) and compared with their
 mean: a change of pace moves both sides of its ratio. --rounds N does that N
 times and judges the median ratios. Contenders:
