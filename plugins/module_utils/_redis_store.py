@@ -222,8 +222,8 @@ class _Script:
     def run(self, wire, groups, args_for) -> list:
         """The answers of one run per group; the groups the server could not run (it lost its scripts) run again."""
         self.send(wire, groups, args_for)
-        replies = list(wire.receive(len(groups)))
-        lost = [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
+        replies = wire.receive(len(groups))
+        lost = _lost(replies)
         if lost:
             for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for)):
                 replies[index] = reply
@@ -239,6 +239,11 @@ class _Script:
 
 def _is_error(reply, code: str) -> bool:
     return isinstance(reply, Exception) and str(reply).startswith(code)
+
+
+def _lost(replies) -> list:
+    """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
+    return [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
 
 
 def _pairs(flat) -> dict:
@@ -505,19 +510,18 @@ class RedisPartition:
         counted before that retry, which may fail too.
         """
         groups = in_flight.popleft()
-        replies = list(wire.receive(len(groups)))
-        if in_flight and any(_is_error(reply, 'NOSCRIPT') for reply in replies):
+        replies = wire.receive(len(groups))
+        if in_flight and _lost(replies):
             for later in in_flight:
                 groups = groups + later
                 replies.extend(wire.receive(len(later)))
             in_flight.clear()
-        lost = [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
-        # any other error aborted its script before anything was unlinked
-        failed = next((reply for reply in replies if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT')), None)
+        lost = _lost(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
-        if failed is not None:
-            raise failed
+        for reply in replies:
+            if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT'):
+                raise reply  # it aborted its script before anything was unlinked
         if lost:
             lost = [groups[index] for index in lost]
             job.settle(*self._deleted(lost, self._delete.run_again(wire, lost, args_for)))
