@@ -1,0 +1,71 @@
+"""Every secret a test environment ever issued or holds, and a scan of outputs for any of them.
+
+A secret counts as leaked when it appears as it is, base64-encoded (a Basic header,
+a slurped file) or percent-encoded (a form body) in any text or file scanned.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sqlite3
+import urllib.parse
+
+# Shorter strings match by chance ("true", a port number): a secret worth scanning for is longer.
+MIN_SECRET_LENGTH = 8
+
+
+def idp_tokens(db_path: str) -> set:
+    """Every access and refresh token the lab's identity provider has issued (its tokens table)."""
+    connection = sqlite3.connect(f'file:{db_path}?mode=ro', uri=True)
+    try:
+        rows = connection.execute('SELECT access_token, refresh_token FROM tokens').fetchall()
+    finally:
+        connection.close()
+    return {value for row in rows for value in row if value}
+
+
+def _forms(secret: str):
+    yield secret
+    raw = secret.encode('utf-8')
+    yield base64.b64encode(raw).decode('ascii').rstrip('=')
+    quoted = urllib.parse.quote(secret, safe='')
+    if quoted != secret:
+        yield quoted
+
+
+def files_under(*roots: str):
+    """Every regular file below each root (a root may be a file)."""
+    for root in roots:
+        if os.path.isfile(root):
+            yield root
+            continue
+        for directory, _dirs, names in os.walk(root):
+            for name in names:
+                path = os.path.join(directory, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    yield path
+
+
+def find_leaks(secrets, texts: dict | None = None, paths=()) -> list:
+    """``where: secret…`` for each secret found in ``texts`` (name -> text) or in the files ``paths``.
+
+    The finding names the secret by its first four characters only, so a failing
+    assertion does not print it either.
+    """
+    wanted = {}
+    for secret in secrets:
+        if secret and len(secret) >= MIN_SECRET_LENGTH:
+            for form in _forms(secret):
+                wanted[form.encode('utf-8')] = secret
+    sources = [(name, text.encode('utf-8', 'replace') if isinstance(text, str) else text)
+               for name, text in (texts or {}).items()]
+    for path in paths:
+        with open(path, 'rb') as handle:
+            sources.append((path, handle.read()))
+    leaks = []
+    for name, data in sources:
+        for form, secret in wanted.items():
+            if form in data:
+                leaks.append(f'{name}: {secret[:4]}... ({len(secret)} characters)')
+    return sorted(set(leaks))
