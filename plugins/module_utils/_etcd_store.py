@@ -146,16 +146,18 @@ class EtcdStore:
         return bool(self._call('/kv/txn', {'compare': compares, 'success': successes}).get('succeeded'))
 
     def delete_unchanged(self, entries, guard_fields):  # pylint: disable=unused-argument
-        """Delete each entry only at the mod_revision it was read at (one transaction per chunk, per key on conflict)."""
-        results = []
+        """Delete each entry only at the mod_revision it was read at (one transaction per chunk, per key on conflict).
+
+        Yields (entries, [deleted?]) as each transaction answers.
+        """
         for chunk in _chunks(list(entries), MAX_TXN_OPS):
             compares = [{'key': _b64(e.key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': e.version} for e in chunk]
             deletes = [{'request_delete_range': {'key': _b64(e.key)}} for e in chunk]
             if self._txn(compares, deletes):
-                results.extend([True] * len(chunk))
+                yield chunk, [True] * len(chunk)
                 continue
-            results.extend(self._txn([compare], [delete]) for compare, delete in zip(compares, deletes))
-        return results
+            for entry, compare, delete in zip(chunk, compares, deletes):
+                yield [entry], [self._txn([compare], [delete])]
 
     def restore(self, entries):
         """Create each key that does not exist (create_revision 0); 1 restored, 0 exists. Leases are not restored."""
@@ -208,6 +210,10 @@ class EtcdStore:
         written = self._txn([{'key': _b64(key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}],
                             [{'request_put': {'key': _b64(key), 'value': _b64(json.dumps(document).encode())}}])
         return 'written' if written else 'conflict'
+
+    def accepts(self, entry) -> bool:
+        """Whether a backup entry is one a sweep of this store could have written: a JSON value under the prefix."""
+        return entry.kind == 'json' and entry.key.startswith(self.prefix) and len(entry.key) > len(self.prefix)
 
     def session_id(self, key: bytes) -> str:
         return key[len(self.prefix):].decode('utf-8', 'replace')

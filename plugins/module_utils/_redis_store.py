@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import re
 import time
 import traceback
 
@@ -167,6 +168,35 @@ def check_pattern(pattern: str) -> str:
     return prefix
 
 
+def glob_matcher(pattern: str):
+    """A function that tells whether a key (bytes) matches a Redis glob (``*``, ``?``, ``[...]``, ``[^...]``, ``\\``)."""
+    parts = []
+    chars = iter(pattern.encode('utf-8'))
+    for char in chars:
+        char = bytes([char])
+        if char == b'*':
+            parts.append(b'.*')
+        elif char == b'?':
+            parts.append(b'.')
+        elif char == b'\\':
+            parts.append(re.escape(bytes([next(chars, 0x5c)])))
+        elif char == b'[':
+            members = bytearray()
+            for member in chars:
+                if member == 0x5d:  # ]
+                    break
+                members.append(member)
+            negate = members[:1] == b'^'
+            body = b''.join(re.escape(bytes([m])) if m != 0x2d else b'-' for m in members[negate:])
+            parts.append(b'[' + (b'^' if negate else b'') + (body or b'\\x00-\\xff') + b']')
+        else:
+            parts.append(re.escape(char))
+    return re.compile(b''.join(parts), re.DOTALL).fullmatch
+
+
+RESTORABLE_KINDS = ('hash', 'string')
+
+
 def _error_text(exc: Exception) -> str:
     """The server's words, without the pipeline's echo of the command (which lists every key)."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -309,6 +339,30 @@ def _restore_args(group):
 # Deletes sent before the answers of earlier ones are read: the server runs the next one
 # while this process reads what the last one did.
 DELETES_AHEAD = 2
+# SCAN pages whose keys are remembered: SCAN lists a key again when the table is resized
+# between two calls, and the keys it repeats then come from the buckets it visited just
+# before (SCAN walks the table in reverse-binary order, so the buckets of a resized one are
+# neighbours). A repeated key is not read, judged, backed up or deleted a second time.
+SCAN_MEMORY_PAGES = 16
+
+
+class _RecentKeys:
+    """The keys of the last SCAN_MEMORY_PAGES pages; fresh() drops the ones a page repeats."""
+
+    def __init__(self):
+        self._pages = collections.deque()
+        self._keys = set()
+
+    def fresh(self, keys):
+        page = set(keys)
+        if not page.isdisjoint(self._keys) or len(page) < len(keys):
+            keys = [key for key in dict.fromkeys(keys) if key not in self._keys]
+            page = set(keys)
+        self._keys |= page
+        self._pages.append(page)
+        if len(self._pages) > SCAN_MEMORY_PAGES:
+            self._keys -= self._pages.popleft()
+        return keys
 
 
 class RedisPartition:
@@ -369,8 +423,9 @@ class RedisPartition:
             for wire in wires:
                 wire.close()
 
-    def _send_reads(self, reader, cursor: bytes, keys, size: int):
-        """Ask for the next SCAN page (unless the scan is done) and every key's content: (keys, scanning) or None."""
+    def _send_reads(self, reader, cursor: bytes, keys, size: int, recent: _RecentKeys):
+        """Ask for the next SCAN page (unless the scan is done) and every new key's content: (keys, scanning) or None."""
+        keys = recent.fresh(keys)
         scanning = cursor != b'0'
         if not scanning and not keys:
             return None
@@ -384,7 +439,8 @@ class RedisPartition:
     def _sweep(self, job, reader, remover) -> None:
         size = job.options.batch_size
         delete_args = _delete_args(job.options.guard_fields)
-        reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size)
+        recent = _RecentKeys()
+        reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size, recent)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
         in_flight = collections.deque()  # slot groups of the deletes whose answers are still to be read, oldest first
@@ -394,7 +450,7 @@ class RedisPartition:
                 replies = reader.receive(scanning + len(keys) + len(timed))
                 if scanning:
                     cursor, next_keys = _raised(replies[0])
-                    reading = self._send_reads(reader, cursor, next_keys, size)
+                    reading = self._send_reads(reader, cursor, next_keys, size, recent)
                 else:
                     reading = None
                 contents, ttls = replies[scanning:scanning + len(keys)], replies[scanning + len(keys):]
@@ -416,14 +472,17 @@ class RedisPartition:
                         reader.send_encoded(encode_each(b'PTTL', [entry.key for entry in victims]), len(victims))
                     elif job.deleting and victims:
                         backing.append((victims, None))
-        except redis.RedisError:
+        except Exception:
+            # whatever stopped the sweep (the store, the backup, the identity provider): the backup
+            # says which backed-up victims were never sent, and the deletes in flight are counted
+            # if the server can still say (one whose answer is lost stays in the backup: restore
+            # never overwrites a session that is still there)
             for victims, pending in backing:
                 job.abandon(victims, pending)
-            # count what the deletes in flight did, if the server can still say
             try:
                 while in_flight:
                     self._settle_oldest(job, remover, in_flight, delete_args)
-            except redis.RedisError:
+            except Exception:  # pylint: disable=broad-except  # the first error is the one to report
                 pass
             raise
         while in_flight:
@@ -519,9 +578,12 @@ class RedisPartition:
         lost = _lost(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
-        for reply in replies:
-            if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT'):
-                raise reply  # it aborted its script before anything was unlinked
+        refused = [index for index, reply in enumerate(replies)
+                   if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT')]
+        if refused:
+            # a script that failed aborted before anything was unlinked: none of its group was deleted
+            job.abandon(_flat([groups[index] for index in refused + lost]))
+            raise replies[refused[0]]
         if lost:
             lost = [groups[index] for index in lost]
             job.settle(*self._deleted(lost, self._delete.run_again(wire, lost, args_for)))
@@ -609,6 +671,7 @@ class RedisStore:
         self.backend = params['backend']
         self.pattern = pattern
         self.prefix = check_pattern(pattern)
+        self._matches = glob_matcher(pattern)
         self._cluster_client = None
         self._partitions = self._connect(params)
 
@@ -706,6 +769,10 @@ class RedisStore:
             node = self._cluster_client.get_node_from_key(entry.key)
             grouped.setdefault(f'{node.host}:{node.port}', []).append(entry)
         return [(owners[location], group) for location, group in grouped.items()]
+
+    def accepts(self, entry) -> bool:
+        """Whether a backup entry is one a sweep of this store could have written: a key under the pattern, a hash or string."""
+        return entry.kind in RESTORABLE_KINDS and self._matches(entry.key) is not None
 
     def session_id(self, key: bytes) -> str:
         text = key.decode('utf-8', 'replace')

@@ -22,7 +22,7 @@ import threading
 import time
 
 from ._files import BackupError
-from ._session_backup import BackupWriter, check_writable, header, read_backup
+from ._session_backup import BackupReader, BackupWriter, header, prepare_backup_path
 from ._session_errors import StoreError
 from ._timestamps import iso_utc, parse_expiry
 
@@ -34,7 +34,14 @@ _KEY_OF_ENTRY = operator.attrgetter('key')
 
 
 class SweepError(Exception):
-    """The sweep stopped; the message is one line and says what was deleted and what to do."""
+    """The sweep stopped; the message is one line and says what was deleted and what to do.
+
+    ``stats`` counts what the sweep did before it stopped (every delete the server answered).
+    """
+
+    def __init__(self, message: str, stats=None):
+        super().__init__(message)
+        self.stats = stats
 
 
 class SweepOptions:
@@ -289,32 +296,40 @@ class SweepJob:
         if pending is not None:
             pending.result()
 
-    def abandon(self, victims, pending) -> None:
-        """Victims whose delete will never be sent (the store failed first): the backup says they were kept."""
-        if pending is None:
+    def abandon(self, victims, pending=None) -> None:
+        """Victims whose delete will never be sent, or that the server refused whole: the backup says they were kept.
+
+        ``pending`` is their backup write when it may still be under way (None: durable, or none).
+        """
+        if not self.backing_up:
             return
         try:
-            pending.result()
+            self.finish_backup(pending)
+            self._sweeper.writer.write_not_deleted(victims)
         except BackupError:
-            return
-        self._sweeper.writer.write_not_deleted([entry.key for entry in victims])
+            pass  # the backup never held them all, or takes no more lines after a failed write: it keeps them
 
     def settle(self, victims, outcome) -> None:
-        """Count what a delete did; record in the backup the victims it kept (refreshed meanwhile)."""
-        kept = [entry.key for entry, deleted in zip(victims, outcome) if not deleted]
-        if self.backing_up:
-            self._sweeper.writer.write_not_deleted(kept)
+        """Count what a delete did; record in the backup the victims it kept (refreshed or gone meanwhile)."""
+        kept = [entry for entry, deleted in zip(victims, outcome) if not deleted]
         with self.stats.lock:
             self.stats.deleted += len(victims) - len(kept)
             self.stats.changed_during_sweep += len(kept)
+        if self.backing_up:
+            self._sweeper.writer.write_not_deleted(kept)
 
     def run_in_turn(self, partition) -> None:
-        """The plain order for a store without a pipeline of its own: read, judge, back up, delete."""
+        """The plain order for a store without a pipeline of its own: read, judge, back up, delete.
+
+        ``partition.delete_unchanged`` answers a part of the victims at a time, so what was
+        deleted before a failure is counted.
+        """
         for entries in partition.scan_batches(self.options.batch_size):
             victims = self.judge(entries)
             if self.deleting and victims:
                 self.back_up(victims)
-                self.settle(victims, partition.delete_unchanged(victims, self.options.guard_fields))
+                for part, outcome in partition.delete_unchanged(victims, self.options.guard_fields):
+                    self.settle(part, outcome)
 
 
 class Sweeper:
@@ -358,7 +373,7 @@ class Sweeper:
     def sweep(self) -> Stats:
         options = self.options
         if options.deleting and options.backup:
-            check_writable(options.backup_path)
+            prepare_backup_path(options.backup_path, self.store.backend)
         with _rare_collections():
             if options.state == 'swept' and options.max_delete is not None:
                 self._check_max_delete()
@@ -368,7 +383,7 @@ class Sweeper:
             try:
                 self._run_partitions(self.stats, delete=options.deleting)
             except (StoreError, BackupError) as exc:
-                raise SweepError(self._interrupted(exc)) from None
+                raise SweepError(self._interrupted(exc), self.stats) from None
             finally:
                 if self.writer is not None:
                     self.writer.close()
@@ -381,18 +396,46 @@ class Sweeper:
         return f'{exc}; {self.stats.deleted} sessions were deleted before it stopped ({where}); re-run to finish'
 
 
+RESTORE_BATCH = 1000
+
+
 def restore(store, backup_path: str, check_mode: bool) -> dict:
-    """Put back every session of a backup that does not exist again; never overwrite a live session."""
-    entries = read_backup(backup_path, store.backend)
-    counts = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'in_backup': len(entries)}
-    for partition, group in store.restore_partition_for(entries):
-        for start in range(0, len(group), 1000):
-            chunk = group[start:start + 1000]
-            outcomes = partition.would_restore(chunk) if check_mode else partition.restore(chunk)
-            for outcome in outcomes:
-                key = {1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]
-                counts[key] += 1
+    """Put back every session of a backup that does not exist again; never overwrite a live session.
+
+    Only entries the sweep could have written are restored: keys under the store's
+    pattern or prefix, of the types it backs up. Anything else, and lines that are not
+    valid entries, is counted and named, never written. The file is read in batches,
+    newest entries first.
+    """
+    counts = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'skipped_foreign': 0, 'skipped_invalid': 0,
+              'in_backup': 0}
+    foreign = []
+    with BackupReader(backup_path, store.backend) as reader:
+        batch = []
+        for entry in reader.entries():
+            counts['in_backup'] += 1
+            if not store.accepts(entry):
+                counts['skipped_foreign'] += 1
+                if len(foreign) < SAMPLE_SIZE:
+                    foreign.append(f'{entry.kind} {entry.key[:100].decode("utf-8", "replace")}')
+                continue
+            batch.append(entry)
+            if len(batch) == RESTORE_BATCH:
+                _restore_batch(store, batch, check_mode, counts)
+                batch = []
+        if batch:
+            _restore_batch(store, batch, check_mode, counts)
+        counts['skipped_invalid'] = reader.invalid
+        counts['invalid_lines'] = reader.invalid_samples
+    counts['foreign_entries'] = foreign
     return counts
+
+
+def _restore_batch(store, entries, check_mode: bool, counts: dict) -> None:
+    for partition, group in store.restore_partition_for(entries):
+        outcomes = partition.would_restore(group) if check_mode else partition.restore(group)
+        for outcome in outcomes:
+            counts[{1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]] += 1
 
 
 def report(stats: Stats, options: SweepOptions, started: float) -> dict:

@@ -85,8 +85,13 @@ options:
   backup_path:
     description:
       - The backup file (JSON Lines, mode C(0600)). Required for O(state=swept) unless O(backup=false), and the
-        file read by O(state=restored).
-      - An existing backup is appended to, so re-running an interrupted sweep keeps everything in one file.
+        file read by O(state=restored). Its directory is created (mode C(0700)) when missing.
+      - A new file is created exclusively. An existing file is continued only when it is a backup this module
+        wrote for the same kind of store, owned by the user running the module and not open to group or others;
+        anything else is refused. Re-running an interrupted sweep with the same O(backup_path) appends a new run
+        to it, after cutting off a torn last line that a failed write left (its sessions were never deleted).
+      - One sweep at a time writes a backup file (an exclusive lock); a second one is refused before it deletes
+        anything.
     type: path
   batch_size:
     description:
@@ -218,10 +223,38 @@ changed_during_sweep:
   returned: always
   sample: 2
 restored:
-  description: Sessions put back by O(state=restored) (in check mode, that would be put back).
+  description:
+    - Sessions put back by O(state=restored) (in check mode, that would be put back).
+    - A key that several runs in the file removed (it came back in between) is restored as the last run saw it.
   type: int
   returned: always
   sample: 410
+skipped_foreign:
+  description:
+    - Entries of the backup that a sweep of this store could not have written (a key outside O(key_pattern) or
+      O(key_prefix), or a type the sweep does not back up); never written. RV(foreign_entries) names some.
+  type: int
+  returned: always
+  sample: 0
+foreign_entries:
+  description: Up to 10 of the entries counted in RV(skipped_foreign), as type and key.
+  type: list
+  elements: str
+  returned: always
+  sample: ["hash config:admin"]
+skipped_invalid:
+  description:
+    - Lines of the backup that are not valid entries (a torn last line of an interrupted write, a line edited
+      by hand); never written. RV(invalid_lines) names some.
+  type: int
+  returned: always
+  sample: 0
+invalid_lines:
+  description: Up to 10 of the lines counted in RV(skipped_invalid), as line number and problem (never a value).
+  type: list
+  elements: str
+  returned: always
+  sample: ["line 2041: not JSON (a torn last line of an interrupted write)"]
 skipped_existing:
   description: Backed-up sessions not restored because the key exists again.
   type: int
@@ -343,18 +376,27 @@ def run(module: AnsibleModule) -> dict:
     started = time.monotonic()
     store = open_store(params)
     try:
-        restored = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0}
+        restored = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'skipped_foreign': 0,
+                    'skipped_invalid': 0, 'foreign_entries': [], 'invalid_lines': []}
         if params['state'] == 'restored':
             restored.update(restore(store, params['backup_path'], module.check_mode))
             restored.pop('in_backup')
             result = report(Sweeper(store, options).stats, options, started)
         else:
-            result = report(Sweeper(store, options).sweep(), options, started)
+            sweeper = Sweeper(store, options)
+            try:
+                result = report(sweeper.sweep(), options, started)
+            finally:
+                warn_repaired(module, sweeper)
         result.update(restored, store=store.location)
     finally:
         store.close()
     writes_backup = params['state'] == 'restored' or (params['state'] == 'swept' and params['backup'])
     result['backup_path'] = params['backup_path'] if writes_backup else None
+    for count, what in (('skipped_invalid', 'lines that are not valid entries'),
+                        ('skipped_foreign', 'entries outside key_pattern/key_prefix or of a type a sweep never writes')):
+        if result[count]:
+            module.warn(f'backup_path {params["backup_path"]}: {result[count]} {what} were skipped; see {count}')
     removed = result['matched'] if module.check_mode else result['deleted']
     result['changed'] = bool(removed if params['state'] == 'swept' else result['restored'])
     if module._diff:
@@ -370,11 +412,22 @@ def diff(state: str, result: dict, removed: int) -> dict:
             'after': {'sessions': result['scanned'] - removed, 'matching': result['matched'] - removed}}
 
 
+def warn_repaired(module: AnsibleModule, sweeper: Sweeper) -> None:
+    if sweeper.writer is not None and sweeper.writer.repaired:
+        module.warn(f'backup_path {sweeper.writer.path}: cut off a torn last line ({sweeper.writer.repaired} bytes) that an '
+                    'interrupted write left; the session it began to record was never deleted')
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         result = run(module)
-    except (StoreError, SweepError, BackupError, TimestampError) as exc:
+    except SweepError as exc:
+        # what was deleted before the sweep stopped is a change, and the backup holds it
+        deleted = exc.stats.deleted if exc.stats is not None else 0
+        module.fail_json(msg=str(exc), changed=deleted > 0, deleted=deleted,
+                         backup_path=module.params['backup_path'] if deleted else None)
+    except (StoreError, BackupError, TimestampError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

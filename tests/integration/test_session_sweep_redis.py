@@ -384,13 +384,14 @@ def test_unreadable_backup_fails_restore_with_one_line(capsys, redis_server, tmp
     missing = sweep(capsys, redis_server, state='restored', backup_path=str(tmp_path / 'missing.jsonl'))
     assert missing['failed'] is True and 'cannot be read (No such file or directory)' in missing['msg']
     garbled = sweep(capsys, redis_server, state='restored', backup_path=str(bad))
-    assert garbled['failed'] is True and 'line 1 is not a session backup line' in garbled['msg']
+    assert garbled['failed'] is True and 'has no vllm_dr backup header on its first line' in garbled['msg']
 
 
 def test_unwritable_backup_path_fails_before_deleting(capsys, redis_server, tmp_path):
     seed_redis(redis_server.client(), expired=4)
-    result = sweep(capsys, redis_server, state='swept', backup_path=str(tmp_path / 'no' / 'such' / 'dir.jsonl'))
-    assert result['failed'] is True and 'does not exist; create it' in result['msg']
+    (tmp_path / 'a-file').write_text('')
+    result = sweep(capsys, redis_server, state='swept', backup_path=str(tmp_path / 'a-file' / 'such' / 'dir.jsonl'))
+    assert result['failed'] is True and 'not a directory' in result['msg'].lower()
     assert redis_server.client().dbsize() == 4
 
 
