@@ -1,0 +1,320 @@
+"""The sweep's backup under faults, against real redis-server and etcd: what left the store is what a restore brings back.
+
+Each test counts from the store (before, after the fault, after the restore) and from the
+backup files, read here by their documented format rather than by the module's reader.
+The module runs as Ansible runs it, in a process of its own (so a file-size limit or a
+kill hits the module alone).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from harness.servers import RedisServer
+from harness.sessions import PREFIX, seed_etcd, session
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULE = os.path.join(ROOT, 'plugins', 'modules', 'vllm_session_sweep.py')
+COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
+
+
+def run_sweep(tmp_path, server, prefix=(), **args):
+    """The module's result (with ``_rc``) from a process of its own; ``prefix`` wraps the command (prlimit)."""
+    return wait_sweep(start_sweep(tmp_path, server, prefix, **args))
+
+
+def start_sweep(tmp_path, server, prefix=(), **args):
+    if args.get('backend', 'redis') != 'etcd':
+        args.setdefault('login_host', '127.0.0.1')
+        args.setdefault('login_port', server.port)
+    args_file = tmp_path / f'args-{time.monotonic_ns()}.json'
+    args_file.write_text(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+    return subprocess.Popen(list(prefix) + [sys.executable, MODULE, str(args_file)], env=env,  # pylint: disable=consider-using-with
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_sweep(process):
+    out, err = process.communicate(timeout=600)
+    try:
+        result = json.loads(out)
+    except ValueError:
+        pytest.fail(f'the module printed no result (rc {process.returncode}): {out[-2000:]!r} {err[-2000:]!r}')
+    result['_rc'] = process.returncode
+    return result
+
+
+def seed(client, expired=0, valid=0):
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for i in range(expired):
+        pipe.hset(f'{PREFIX}e{i}', mapping=session(f'e{i}', str(int(now - 3600 - i))))
+        if i % 10000 == 9999:
+            pipe.execute()
+    for i in range(valid):
+        pipe.hset(f'{PREFIX}v{i}', mapping=session(f'v{i}', str(int(now + 86400))))
+    pipe.execute()
+
+
+def sessions(client) -> dict:
+    """Every session key with its fields, read with pipelined commands."""
+    keys = list(client.scan_iter(match=PREFIX + '*', count=5000))
+    state = {}
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        pipe = client.pipeline(transaction=False)
+        for key in chunk:
+            pipe.hgetall(key)
+        state.update(zip(chunk, pipe.execute()))
+    return state
+
+
+def restorable(*paths) -> dict:
+    """key -> fields of every entry the backups say was deleted (format 2: a run's not_deleted names entry numbers)."""
+    found = {}
+    for path in paths:
+        runs = []
+        with open(path, 'rb') as handle:
+            for raw in handle:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    assert raw is not None and not raw.endswith(b'\n'), 'only a torn last line may be unreadable'
+                    continue
+                if 'vllm_dr_backup' in line:
+                    runs.append(([], set()))
+                elif 'not_deleted' in line:
+                    runs[-1][1].update(line['entries'])
+                else:
+                    runs[-1][0].append(line)
+        for entries, cancelled in runs:
+            for number, line in enumerate(entries, 1):
+                if number not in cancelled:
+                    found[line['key'].encode()] = {name.encode(): value.encode() for name, value in line['fields'].items()}
+    return found
+
+
+@pytest.fixture
+def server(tmp_path):
+    with RedisServer(workdir=str(tmp_path / 'redis')) as redis_server:
+        yield redis_server
+
+
+@pytest.mark.slow
+def test_disk_full_then_rerun_then_restore_brings_every_session_back(tmp_path, server):
+    client = server.client()
+    seed(client, expired=30000, valid=500)
+    original = sessions(client)
+    backup = tmp_path / 'run' / 'sessions.jsonl'
+    full = run_sweep(tmp_path, server, prefix=['prlimit', '--fsize=2000000'], state='swept', backup_path=str(backup))
+    assert full['_rc'] == 1 and '\n' not in full['msg'] and 'File too large' in full['msg']
+    assert full['deleted'] > 0 and full['changed'] is True, 'the deletes that ran are reported'
+    assert 'free space, then re-run with the same backup_path' in full['msg']
+    gone = set(original) - set(sessions(client))
+    assert len(gone) == full['deleted'] and gone <= set(restorable(backup))
+    assert not backup.read_bytes().endswith(b'\n'), 'the refused write left a torn last line'
+
+    rerun = run_sweep(tmp_path, server, state='swept', backup_path=str(backup))
+    assert rerun['_rc'] == 0, rerun.get('msg')
+    assert 'cut off a torn last line' in json.dumps(rerun.get('warnings'))
+    assert full['deleted'] + rerun['deleted'] == 30000
+    gone = set(original) - set(sessions(client))
+    assert len(gone) == 30000 and set(restorable(backup)) == gone
+
+    back = run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+    assert back['_rc'] == 0 and back['restored'] == 30000 and back['skipped_invalid'] == 0
+    assert sessions(client) == original
+
+
+@pytest.mark.slow
+def test_a_plain_sweep_of_200k_sessions_restores_every_one(tmp_path, server):
+    client = server.client()
+    seed(client, expired=200000)
+    original = sessions(client)
+    backup = tmp_path / 'sessions.jsonl'
+    swept = run_sweep(tmp_path, server, state='swept', backup_path=str(backup))
+    assert swept['_rc'] == 0, swept.get('msg')
+    assert (swept['scanned'], swept['matched'], swept['deleted']) == (200000, 200000, 200000)
+    assert client.dbsize() == 0
+    assert len(restorable(backup)) == 200000
+    back = run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+    assert back['restored'] == 200000 and back['skipped_existing'] == 0
+    assert sessions(client) == original
+
+
+@pytest.mark.slow
+def test_three_sweeps_at_once_into_one_backup_file_one_writes_and_nothing_is_lost(tmp_path, server):
+    client = server.client()
+    seed(client, expired=50000, valid=100)
+    original = sessions(client)
+    backup = tmp_path / 'sessions.jsonl'
+    processes = [start_sweep(tmp_path, server, state='swept', backup_path=str(backup), batch_size=200) for _ in range(3)]
+    results = [wait_sweep(process) for process in processes]
+    for result in results:
+        assert result['_rc'] == 0 or 'is being written by another run right now' in result['msg'], result.get('msg')
+        if result['_rc']:
+            assert result['deleted'] == 0, 'a sweep refused its backup deleted nothing'
+    gone = set(original) - set(sessions(client))
+    assert len(gone) == 50000 == sum(result['deleted'] for result in results)
+    assert set(restorable(backup)) == gone
+    run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+    assert sessions(client) == original
+
+
+@pytest.mark.slow
+def test_three_sweeps_at_once_into_their_own_files_together_restore_everything(tmp_path, server):
+    client = server.client()
+    seed(client, expired=50000, valid=100)
+    original = sessions(client)
+    backups = [tmp_path / f'sessions-{n}.jsonl' for n in range(3)]
+    processes = [start_sweep(tmp_path, server, state='swept', backup_path=str(path), batch_size=200) for path in backups]
+    results = [wait_sweep(process) for process in processes]
+    assert all(result['_rc'] == 0 for result in results), [result.get('msg') for result in results]
+    gone = set(original) - set(sessions(client))
+    assert len(gone) == 50000 == sum(result['deleted'] for result in results)
+    assert set(restorable(*backups)) == gone, 'a session two sweeps both read is restorable from the one that deleted it'
+    for path in backups:
+        run_sweep(tmp_path, server, state='restored', backup_path=str(path))
+    assert sessions(client) == original
+
+
+@pytest.mark.slow
+def test_store_killed_mid_sweep_of_200k_then_rerun_then_restore(tmp_path):
+    server = RedisServer(workdir=str(tmp_path / 'redis'), config=['appendonly yes', 'appendfsync always'])
+    server.start()
+    try:
+        client = server.client()
+        seed(client, expired=200000)
+        original = sessions(client)
+        backup = tmp_path / 'sessions.jsonl'
+        process = start_sweep(tmp_path, server, state='swept', backup_path=str(backup))
+        watcher = server.client()
+        while watcher.dbsize() > 120000:
+            time.sleep(0.01)
+        server.kill()
+        failed = wait_sweep(process)
+        assert failed['_rc'] == 1 and '\n' not in failed['msg']
+        assert failed['deleted'] > 0 and failed['changed'] is True and 're-run to finish' in failed['msg']
+
+        port = server.port
+        server.port = None
+        server._choose_ports = lambda: setattr(server, 'port', port)  # pylint: disable=protected-access  # same port, same data
+        server.start()
+        client = server.client()
+        gone = set(original) - set(sessions(client))
+        in_backup = set(restorable(backup))
+        assert gone <= in_backup, 'a session left the store without a backup line'
+        assert len(in_backup - gone) <= 2 * 1000, 'only the deletes in flight when the store died may be undecided'
+
+        rerun = run_sweep(tmp_path, server, state='swept', backup_path=str(backup))
+        assert rerun['_rc'] == 0, rerun.get('msg')
+        gone = set(original) - set(sessions(client))
+        assert len(gone) == 200000 and set(restorable(backup)) == gone
+        back = run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+        assert back['restored'] == 200000 and back['_rc'] == 0
+        assert sessions(client) == original
+    finally:
+        server.stop()
+
+
+class _Introspection(http.server.BaseHTTPRequestHandler):
+    """An RFC 7662 endpoint that says every token is revoked, then fails with 500 after ``budget`` answers."""
+
+    budget = 0
+
+    def do_POST(self):  # pylint: disable=invalid-name
+        self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        type(self).budget -= 1
+        body, status = (b'{"active": false}', 200) if type(self).budget >= 0 else (b'{"error": "boom"}', 500)
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # pylint: disable=arguments-differ
+        pass
+
+
+def test_a_sweep_stopped_by_the_identity_provider_reports_what_it_deleted(tmp_path, server):
+    client = server.client()
+    seed(client, valid=3000)
+    original = sessions(client)
+    _Introspection.budget = 2500
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Introspection)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        backup = tmp_path / 'sessions.jsonl'
+        failed = run_sweep(tmp_path, server, state='swept', select='revoked', batch_size=100, backup_path=str(backup),
+                           introspection_url=f'http://127.0.0.1:{httpd.server_port}/introspect',
+                           introspection_client_id='vllm-dr', introspection_client_secret='s3cret-introspection')
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert failed['_rc'] == 1 and '\n' not in failed['msg']
+    gone = set(original) - set(sessions(client))
+    assert gone and failed['deleted'] == len(gone) and failed['changed'] is True
+    assert set(restorable(backup)) == gone
+    run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+    assert sessions(client) == original
+
+
+def test_backup_path_never_appends_to_a_file_that_is_not_our_private_backup(tmp_path, server):
+    client = server.client()
+    seed(client, expired=10)
+    notes = tmp_path / 'notes.txt'
+    notes.write_text('an operator\'s notes\n')
+    os.chmod(notes, 0o644)
+    refused = run_sweep(tmp_path, server, state='swept', backup_path=str(notes))
+    assert refused['_rc'] == 1 and 'is not a private vllm_dr session backup' in refused['msg']
+    assert notes.read_text() == 'an operator\'s notes\n' and os.stat(notes).st_mode & 0o777 == 0o644
+    assert client.dbsize() == 10
+
+
+def test_restore_writes_only_the_sessions_a_sweep_could_have_written(tmp_path, server):
+    client = server.client()
+    crafted = tmp_path / 'crafted.jsonl'
+    lines = [
+        {'vllm_dr_backup': 2, 'run': 'x', 'backend': 'redis'},
+        {'key': PREFIX + 'ok', 'type': 'hash', 'fields': {'expires_at': '1', 'refresh_token': 'rt'}},
+        {'key': 'config:admin2', 'type': 'hash', 'fields': {'role': 'admin'}},
+        {'key': 'acl:evil', 'type': 'string', 'value': 'user evil on'},
+        {'key': PREFIX + 'set', 'type': 'set', 'value': 'x'},
+        {'key': None, 'type': 'hash', 'fields': {'a': 'b'}},
+        {'key': PREFIX + 'nofields', 'type': 'hash'},
+        {'key': PREFIX + 'empty', 'type': 'hash', 'fields': {}},
+        {'key': PREFIX + 'typed', 'type': 'hash', 'fields': {'a': 1}},
+    ]
+    crafted.write_text(''.join(json.dumps(line) + '\n' for line in lines))
+    os.chmod(crafted, 0o600)
+    back = run_sweep(tmp_path, server, state='restored', backup_path=str(crafted))
+    assert back['_rc'] == 0 and back['restored'] == 1
+    assert (back['skipped_foreign'], back['skipped_invalid']) == (3, 4)
+    assert sorted(client.keys('*')) == [(PREFIX + 'ok').encode()]
+    assert client.hgetall(PREFIX + 'ok') == {b'expires_at': b'1', b'refresh_token': b'rt'}
+    assert len(back['warnings']) == 2 and all('None' not in line for line in back['invalid_lines'])
+
+
+def test_etcd_restore_writes_only_keys_under_the_prefix(tmp_path, etcd_server):
+    crafted = tmp_path / 'crafted.jsonl'
+    lines = [{'vllm_dr_backup': 2, 'run': 'x', 'backend': 'etcd'},
+             {'key': 'faults/session/ok', 'type': 'json', 'value': '{"expires_at": 1}'},
+             {'key': 'admin/injected', 'type': 'json', 'value': '{"role": "admin"}'},
+             {'key': 'faults/session/h', 'type': 'hash', 'fields': {'a': 'b'}}]
+    crafted.write_text(''.join(json.dumps(line) + '\n' for line in lines))
+    os.chmod(crafted, 0o600)
+    seed_etcd(etcd_server.url, prefix='faults/unrelated/')
+    back = run_sweep(tmp_path, etcd_server, state='restored', backup_path=str(crafted), backend='etcd',
+                     etcd_endpoints=[etcd_server.url], key_prefix='faults/session/')
+    assert back['_rc'] == 0 and (back['restored'], back['skipped_foreign']) == (1, 2), back.get('msg')
+    listed = subprocess.run(['etcdctl', f'--endpoints={etcd_server.url}', 'get', '', '--prefix', '--keys-only'],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert 'faults/session/ok' in listed and 'admin/injected' not in listed
