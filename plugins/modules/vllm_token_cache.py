@@ -38,8 +38,8 @@ options:
     description:
       - The token cache database file.
       - It must be the real file, not a symbolic link, and none of its C(-wal), C(-shm) and C(-journal)
-        sidecars may be a link. Every state refuses a link with one line naming it and its target: SQLite
-        would read through it, but a purge would remove only the link and leave the tokens in its target.
+        sidecars may be a link. Every state refuses a link with one line naming it and its target, because SQLite
+        would read through it while a purge would remove only the link and leave the tokens in its target.
         Links among the parent directories are followed; they lead every state to the same file.
     type: path
     default: /var/lib/vllm/token_cache.db
@@ -52,7 +52,7 @@ options:
       - V(absent) removes the database and its C(-wal), C(-shm) and C(-journal) files, damaged or not.
         This is the incident's purge; the service rebuilds the cache from fresh credentials.
         A cache that is empty (0 bytes, or an SQLite database without any table, as a restarted service
-        leaves it) holds no token: it is removed with no backup, and RV(msg) says so. A non-empty file that
+        leaves it) holds no token, so it is removed with no backup, and RV(msg) says so. A non-empty file that
         is not SQLite at all is refused, since it may not be the cache; so is a database whose tables do not
         include O(table), since O(table) may be wrong.
       - V(restored) puts the backup set named by O(restore_from) back in place. The current files are
