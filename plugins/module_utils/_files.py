@@ -9,11 +9,16 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
+import stat
 
 PRIVATE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+_DIR_FIX = 'create it, fix its permissions, or set backup_dir to a writable directory'
 _CHUNK = 1024 * 1024
 
 
@@ -21,23 +26,89 @@ class BackupError(Exception):
     """A backup could not be written; nothing has been deleted."""
 
 
-def ensure_backup_dir(directory: str) -> str:
-    """Create ``directory`` (0700) when missing; fail unless it is a writable directory."""
-    fix = 'create it, fix its permissions, or set backup_dir to a writable directory'
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise BackupError(f'backup_dir {directory} is not a directory; {fix}')
+def check_private_dir(directory: str) -> bool:
+    """Whether ``directory`` exists (False: missing); raise BackupError unless it is fit to hold backups.
+
+    Fit means: a real directory, not a symbolic link (checked with lstat, and
+    with O_NOFOLLOW on the directory opened, so that it cannot be swapped for a
+    link between the check and its use); owned by the user running the module
+    or by root; writable by no one else, that is neither world-writable nor
+    group-writable unless its group is the running user's own (effective) group.
+    Only ``directory`` itself is judged, not its parents.
+    """
+    directory = _without_trailing_slash(directory)
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+    except FileNotFoundError:
+        if os.path.islink(directory):  # a dangling link
+            raise _link_error(directory) from None
+        return False
     except OSError as exc:
-        raise BackupError(f'backup_dir {directory} cannot be created ({exc.strerror}); {fix}') from None
+        if os.path.islink(directory):
+            raise _link_error(directory) from None
+        if exc.errno == errno.ENOTDIR:
+            raise BackupError(f'backup_dir {directory} is not a directory; {_DIR_FIX}') from None
+        raise BackupError(f'backup_dir {directory} cannot be opened ({exc.strerror}); {_DIR_FIX}') from None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    _check_owner_and_mode(directory, info)
+    return True
+
+
+def ensure_backup_dir(directory: str) -> str:
+    """``directory``, created when missing, after check_private_dir accepts it.
+
+    Every level the call creates is made mode 0700 whatever the umask; levels
+    that exist already are left as they are.
+    """
+    if not check_private_dir(directory):
+        _make_private_dirs(_without_trailing_slash(directory))
+        check_private_dir(directory)
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise BackupError(f'backup_dir {directory} is not writable; {fix}')
+        raise BackupError(f'backup_dir {directory} is not writable; {_DIR_FIX}')
     return directory
+
+
+def _make_private_dirs(directory: str) -> None:
+    parent = os.path.dirname(directory)
+    if parent and parent != directory and not os.path.lexists(parent):
+        _make_private_dirs(parent)
+    try:
+        os.mkdir(directory, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        return  # made meanwhile by someone else: the caller judges it
+    except OSError as exc:
+        raise BackupError(f'backup_dir {directory} cannot be created ({exc.strerror}); {_DIR_FIX}') from None
+    os.chmod(directory, PRIVATE_DIR_MODE)  # mkdir's mode is narrowed by the umask; 0700 exactly is wanted
+
+
+def _check_owner_and_mode(directory: str, info: os.stat_result) -> None:
+    uid = os.geteuid()
+    if info.st_uid not in (uid, 0):
+        raise BackupError(f'backup_dir {directory} is owned by uid {info.st_uid}, not by uid {uid} that runs this '
+                          'module (or root); its owner could read or replace the backups: give a directory of your own')
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid != os.getegid()):
+        who = 'everyone' if mode & stat.S_IWOTH else f'group {info.st_gid}'
+        raise BackupError(f'backup_dir {directory} (mode {mode:04o}) is writable by {who}, who could replace the '
+                          f'backups: chmod go-w {directory}, or give a private directory (0700)')
+
+
+def _link_error(directory: str) -> BackupError:
+    return BackupError(f'backup_dir {directory} is a symbolic link to {os.readlink(directory)}; '
+                       'give the real directory, so that backups cannot be redirected')
+
+
+def _without_trailing_slash(directory: str) -> str:
+    # 'link/' would resolve the link before lstat or O_NOFOLLOW could see it
+    return directory.rstrip('/') or '/'
 
 
 def open_private(path: str):
     """A new file opened for binary writing, mode 0600; never overwrites or follows a link."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
     try:
         fd = os.open(path, flags, PRIVATE_MODE)
     except FileExistsError:
@@ -64,11 +135,18 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def copy_private(source: str, destination: str) -> None:
-    """Copy ``source`` to a new 0600 ``destination`` and make it durable."""
+def copy_private(source: str, destination: str, follow_links: bool = True) -> None:
+    """Copy ``source`` to a new 0600 ``destination`` and make it durable.
+
+    With ``follow_links=False`` a ``source`` that is a symbolic link is refused when it is
+    opened, so a file checked with lstat cannot be swapped for a link before it is copied.
+    """
     try:
-        src = open(source, 'rb')
+        src = os.fdopen(os.open(source, os.O_RDONLY | (0 if follow_links else _NOFOLLOW)), 'rb')
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise BackupError(f'{source} became a symbolic link while it was backed up; nothing was removed: '
+                              'give the real path of the cache and re-run') from None
         raise BackupError(f'cannot read {source} for its backup ({exc.strerror}); check its permissions') from None
     with src:
         dst = open_private(destination)

@@ -20,8 +20,8 @@ import sqlite3
 import time
 import urllib.parse
 
-from ._files import BackupError, copy_private, ensure_backup_dir, file_digest, fsync_directory
-from ._timestamps import EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc
+from ._files import BackupError, check_private_dir, copy_private, ensure_backup_dir, file_digest, fsync_directory
+from ._timestamps import EARLIEST_EPOCH, END_EPOCH, EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc
 
 SIDECAR_SUFFIXES = ('-wal', '-shm', '-journal')
 SQLITE_MAGIC = b'SQLite format 3\x00'
@@ -55,7 +55,9 @@ def expiry_epoch_sql(column: str) -> str:
 
     Caches written by different clients store epoch seconds, epoch milliseconds
     or ISO 8601 text (with Z or an offset); all three are normalised in SQL so
-    that a million-row cache is judged without loading a row into Python.
+    that a million-row cache is judged without loading a row into Python. A value
+    outside the years 0001 to 9999 (``_timestamps.in_range``), an infinity among them,
+    cannot be read either: such a row is malformed, never pruned, never reported.
     """
     col = quote_identifier(column)
     raw = (
@@ -65,7 +67,9 @@ def expiry_epoch_sql(column: str) -> str:
         f"WHEN typeof({col}) = 'text' THEN (julianday(trim({col})) - 2440587.5) * 86400.0 "
         f"ELSE NULL END"
     )
-    return f"(SELECT CASE WHEN e > {EPOCH_MILLIS_THRESHOLD} THEN e / 1000.0 ELSE e END FROM (SELECT {raw} AS e))"
+    seconds = f"CASE WHEN e > {EPOCH_MILLIS_THRESHOLD} THEN e / 1000.0 ELSE e END"
+    return (f"(SELECT CASE WHEN s >= {EARLIEST_EPOCH!r} AND s < {END_EPOCH!r} THEN s END "
+            f"FROM (SELECT {seconds} AS s FROM (SELECT {raw} AS e)))")
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -84,7 +88,21 @@ class TokenCache:
 
     # ---- reading -------------------------------------------------------------------------
 
-    def _check_not_directory(self) -> None:
+    def _check_path(self) -> None:
+        """Refuse a path every state would not read as the same file.
+
+        A link at ``path`` or at a sidecar would be followed by SQLite (inspect,
+        prune) but removed itself by a purge, leaving the tokens in its target: no
+        state acts on a link. Links among the parent directories are harmless: every
+        state reaches the same file through them.
+        """
+        for name in cache_files(self.path):
+            if os.path.islink(name):
+                what = f'path {name}' if name == self.path else f'{name} (a sidecar of path)'
+                raise TokenCacheError(
+                    f'{what} is a symbolic link to {os.readlink(name)}; give the real path of the cache file: '
+                    'this module acts on no link, so that no state removes a link and leaves the tokens in its target'
+                )
         if os.path.isdir(self.path):
             raise TokenCacheError(
                 f'path {self.path} is a directory, not a token cache file; '
@@ -102,8 +120,11 @@ class TokenCache:
             'retry when the service is idle, stop it first, or raise lock_timeout'
         )
 
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    @staticmethod
+    def _tables(conn: sqlite3.Connection) -> list:
+        return [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+    def _check_schema(self, conn: sqlite3.Connection, tables: list) -> None:
         if self.table not in tables:
             found = ', '.join(tables) if tables else 'none'
             raise TokenCacheError(
@@ -158,11 +179,11 @@ class TokenCache:
 
     def inspect(self, cutoff: float, restored_at: float | None = None) -> dict:
         """What the cache holds; reports (does not raise on) a file that is not a healthy database."""
-        self._check_not_directory()
+        self._check_path()
         info = {
             'path': self.path, 'exists': False, 'size_bytes': 0, 'mtime': None, 'stale': False,
             'stale_reason': None, 'integrity': None, 'rows': None, 'expired_rows': None,
-            'malformed_rows': None, 'earliest_expiry': None, 'latest_expiry': None,
+            'malformed_rows': None, 'earliest_expiry': None, 'latest_expiry': None, 'empty': False,
             'files': existing_files(self.path),
         }
         if not os.path.exists(self.path):
@@ -180,8 +201,14 @@ class TokenCache:
         try:
             info['integrity'] = self._integrity(conn)
             if info['integrity'] == 'ok':
-                self._check_schema(conn)
-                info.update(self._count(conn, cutoff))
+                tables = self._tables(conn)
+                if tables:
+                    self._check_schema(conn, tables)
+                    info.update(self._count(conn, cutoff))
+                else:
+                    # 0 bytes, or a database made before its table: what a service leaves when it
+                    # recreates the file and has not written yet. It holds no token.
+                    info.update(empty=True, rows=0, expired_rows=0, malformed_rows=0)
         except sqlite3.OperationalError as exc:
             if _is_lock_error(exc):
                 raise self._locked_error(exc) from None
@@ -204,7 +231,7 @@ class TokenCache:
         written = []
         for source, destination in self._backup_names(directory).items():
             if os.path.exists(source):
-                copy_private(source, destination)
+                copy_private(source, destination, follow_links=False)
                 written.append(destination)
         return written
 
@@ -283,17 +310,25 @@ class TokenCache:
             'stop the service before purging, then re-run'
         )
 
-    def purge(self, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
-        """Remove the database and its sidecars (after the backup), whatever their condition."""
-        self._check_not_directory()
+    def purge(self, found: dict, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
+        """Remove the database and its sidecars (after the backup), damaged or not (``found`` is inspect()).
+
+        Refuses a file that is not SQLite at all: it may not be the cache. An empty cache
+        (``found['empty']``) holds no token, so there is nothing to back up.
+        """
+        self._check_path()
+        self._check_is_sqlite()
         files = existing_files(self.path)
         result = {'removed_files': [], 'backup_files': [], 'warnings': []}
+        if found['empty']:
+            result['msg'] = (f'{self.path} held no token table (an empty database): '
+                             f'{"it would be" if check_mode else "it was"} removed with no backup, there was nothing to back up')
         if not files or check_mode:
             result['removed_files'] = files
             return result
         self._check_no_writer()
         try:
-            if backup:
+            if backup and not found['empty']:
                 result['backup_files'] = self._backup_unchanged(backup_dir)
         except BackupError as exc:
             raise TokenCacheError(str(exc)) from None
@@ -303,9 +338,16 @@ class TokenCache:
         fsync_directory(os.path.dirname(os.path.abspath(self.path)))
         return result
 
+    def _check_is_sqlite(self) -> None:
+        if os.path.isfile(self.path) and os.path.getsize(self.path) and not _looks_like_sqlite(self.path):
+            raise TokenCacheError(
+                f'path {self.path} is not an SQLite database (no SQLite header), so it may not be the token cache; '
+                'nothing was removed: check path, or remove the file yourself if it is the cache'
+            )
+
     def restore(self, restore_from: str, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
         """Put a backup taken by prune/purge back in place; the current files are backed up first."""
-        self._check_not_directory()
+        self._check_path()
         sources = _backup_set(restore_from, self.path)
         wanted = {target: source for target, source in sources.items() if source is not None}
         current = existing_files(self.path)
@@ -413,6 +455,14 @@ def _replace_from(source: str, target: str, owner: tuple) -> None:
     os.replace(staging, target)
 
 
+def check_backup_dir(directory: str) -> None:
+    """Refuse an unfit backup directory before anything is changed (check mode included)."""
+    try:
+        check_private_dir(directory)
+    except BackupError as exc:
+        raise TokenCacheError(str(exc)) from None
+
+
 def _diff_state(files: list, rows, expired_rows) -> dict:
     return {'files': files, 'rows': rows, 'expired_rows': expired_rows}
 
@@ -420,6 +470,8 @@ def _diff_state(files: list, rows, expired_rows) -> dict:
 def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | None = None, backup: bool = True,
            backup_dir: str | None = None, restore_from: str | None = None, check_mode: bool = False) -> dict:
     """Bring the cache to ``state``; the result holds what was found, what was done, warnings and a diff."""
+    if backup and state != 'inspected':
+        check_backup_dir(backup_dir or os.path.dirname(os.path.abspath(cache.path)))
     found = cache.inspect(cutoff, restored_at)
     result = dict(found, removed_rows=0, removed_files=[], restored_files=[], backup_files=[], warnings=[])
     before = _diff_state(found['files'], found['rows'], found['expired_rows'])
@@ -430,7 +482,7 @@ def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | No
             after.update(rows=found['rows'] - result['removed_rows'],
                          expired_rows=found['expired_rows'] - result['removed_rows'])
     elif state == 'absent':
-        result.update(cache.purge(backup, backup_dir, check_mode))
+        result.update(cache.purge(found, backup, backup_dir, check_mode))
         after = _diff_state([], None, None)
     elif state == 'restored':
         result.update(cache.restore(restore_from, backup, backup_dir, check_mode))

@@ -37,6 +37,10 @@ options:
   path:
     description:
       - The token cache database file.
+      - It must be the real file, not a symbolic link, and none of its C(-wal), C(-shm) and C(-journal)
+        sidecars may be a link. Every state refuses a link with one line naming it and its target, because SQLite
+        would read through it while a purge would remove only the link and leave the tokens in its target.
+        Links among the parent directories are followed; they lead every state to the same file.
     type: path
     default: /var/lib/vllm/token_cache.db
   state:
@@ -45,8 +49,12 @@ options:
         database is reported in RV(integrity), not failed, so that a diagnosis can see it.
       - V(pruned) deletes the rows whose O(expires_column) is before O(cutoff), then runs C(VACUUM).
         It fails on a damaged database; use V(absent) for that.
-      - V(absent) removes the database and its C(-wal), C(-shm) and C(-journal) files, whatever their
-        condition. This is the incident's purge; the service rebuilds the cache from fresh credentials.
+      - V(absent) removes the database and its C(-wal), C(-shm) and C(-journal) files, damaged or not.
+        This is the incident's purge; the service rebuilds the cache from fresh credentials.
+        A cache that is empty (0 bytes, or an SQLite database without any table, as a restarted service
+        leaves it) holds no token, so it is removed with no backup, and RV(msg) says so. A non-empty file that
+        is not SQLite at all is refused, since it may not be the cache; so is a database whose tables do not
+        include O(table), since O(table) may be wrong.
       - V(restored) puts the backup set named by O(restore_from) back in place. The current files are
         backed up first.
     type: str
@@ -55,13 +63,14 @@ options:
   restored_at:
     description:
       - When the snapshot restore completed, as ISO 8601 (V(2024-07-15T03:00:00Z), an offset, fractional
-        seconds) or epoch seconds.
+        seconds) or epoch seconds, in the years 0001 to 9999; anything else fails before anything is touched.
       - With it, RV(stale) is V(true) when the cache was last written (the newer of the database and its
         C(-wal) file) before that time.
     type: str
   cutoff:
     description:
-      - Rows whose expiry is before this time count as expired. ISO 8601 or epoch seconds.
+      - Rows whose expiry is before this time count as expired. ISO 8601 or epoch seconds, in the years
+        0001 to 9999; anything else fails before anything is touched.
       - Defaults to now.
     type: str
   table:
@@ -72,7 +81,8 @@ options:
   expires_column:
     description:
       - The column of O(table) that holds each token's expiry, as epoch seconds, epoch milliseconds or
-        ISO 8601 text. Rows whose value cannot be read are never pruned; RV(malformed_rows) counts them.
+        ISO 8601 text. Rows whose value cannot be read, a moment outside the years 0001 to 9999 included
+        (V(1e300), a 17-digit epoch, year 0, an infinity), are never pruned; RV(malformed_rows) counts them.
     type: str
     default: expires_at
   backup:
@@ -83,7 +93,10 @@ options:
     default: true
   backup_dir:
     description:
-      - Where backups go. Created with mode C(0700) when missing.
+      - Where backups go. Every directory level the module creates is made mode C(0700), whatever the umask.
+      - An existing directory must be a real directory (not a symbolic link), owned by the user running the
+        module or by root, and writable by no one else (not world-writable, and group-writable only by that
+        user's own group). Otherwise the module fails before anything is touched, in check mode too.
       - Defaults to the directory of O(path).
     type: path
   restore_from:
@@ -97,6 +110,7 @@ options:
     type: float
     default: 5.0
 notes:
+  - The module acts on no symbolic link at O(path), its sidecars or O(backup_dir); see those options.
   - The files this module reports are the state found before it acted; RV(removed_rows),
     RV(removed_files) and RV(restored_files) say what it did.
   - Restoring a cache with a running service is safe for the file system but the service may keep the
@@ -195,6 +209,18 @@ latest_expiry:
   type: str
   returned: always
   sample: "2024-07-20T14:30:00Z"
+empty:
+  description:
+    - V(true) when the cache file is empty (0 bytes) or an SQLite database without any table; it holds no
+      token, so V(state=absent) removes it with no backup. RV(rows) is then V(0).
+  type: bool
+  returned: always
+  sample: false
+msg:
+  description: With O(state=absent) on an empty cache, says that it held no token table and was removed with no backup.
+  type: str
+  returned: when the cache was empty and O(state=absent)
+  sample: "/var/lib/vllm/token_cache.db held no token table (an empty database): it was removed with no backup, ..."
 removed_rows:
   description: Rows deleted (in check mode, rows that would be deleted).
   type: int
