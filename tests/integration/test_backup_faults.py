@@ -90,14 +90,15 @@ def restorable(*paths) -> dict:
                     assert raw is not None and not raw.endswith(b'\n'), 'only a torn last line may be unreadable'
                     continue
                 if 'vllm_dr_backup' in line:
-                    runs.append(([], set()))
+                    runs.append(([], set(), set()))
                 elif 'not_deleted' in line:
-                    runs[-1][1].update(line['entries'])
+                    # format 1 (before runs were numbered) cancelled by key
+                    runs[-1][1 if 'entries' in line else 2].update(line.get('entries', line['not_deleted']))
                 else:
                     runs[-1][0].append(line)
-        for entries, cancelled in runs:
+        for entries, cancelled, cancelled_keys in runs:
             for number, line in enumerate(entries, 1):
-                if number not in cancelled:
+                if number not in cancelled and line['key'] not in cancelled_keys:
                     found[line['key'].encode()] = {name.encode(): value.encode() for name, value in line['fields'].items()}
     return found
 

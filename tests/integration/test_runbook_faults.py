@@ -75,7 +75,8 @@ def test_runbook_completes_when_the_token_cache_is_already_gone(broken_lab, tmp_
     rc, output = playbook(inventory, 'dr_restore.yml')
     assert rc == 0, output[-3000:]
     report = json.loads((tmp_path / 'reports' / 'lab.json').read_text())
-    assert report['purge']['cache_removed'] == [] and report['purge']['sessions_deleted'] > 0
+    # the running gateway may have opened a new, empty cache meanwhile: nothing to back up
+    assert report['purge']['cache_backups'] == [] and report['purge']['sessions_deleted'] > 0
     backup = report['purge']['sessions_backup']
     assert os.stat(os.path.dirname(backup)).st_mode & 0o777 == 0o700
     rc, output = playbook(inventory, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={report["purge"]["backup_dir"]}')
