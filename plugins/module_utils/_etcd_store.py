@@ -160,13 +160,19 @@ class EtcdStore:
                 yield [entry], [self._txn([compare], [delete])]
 
     def restore(self, entries):
-        """Create each key that does not exist (create_revision 0); 1 restored, 0 exists. Leases are not restored."""
+        """Create each key that does not exist (create_revision 0); 1 restored, 0 exists. Leases are not restored.
+
+        One transaction per chunk of distinct keys; when one of them exists again, the chunk's
+        keys are created one by one.
+        """
         results = []
-        for entry in entries:
-            created = self._txn(
-                [{'key': _b64(entry.key), 'target': 'CREATE', 'result': 'EQUAL', 'create_revision': 0}],
-                [{'request_put': {'key': _b64(entry.key), 'value': _b64(entry.value)}}])
-            results.append(1 if created else 0)
+        for chunk in _chunks(list(entries), MAX_TXN_OPS):
+            compares = [{'key': _b64(e.key), 'target': 'CREATE', 'result': 'EQUAL', 'create_revision': 0} for e in chunk]
+            puts = [{'request_put': {'key': _b64(e.key), 'value': _b64(e.value)}} for e in chunk]
+            if len({e.key for e in chunk}) == len(chunk) and self._txn(compares, puts):
+                results.extend([1] * len(chunk))
+                continue
+            results.extend(1 if self._txn([compare], [put]) else 0 for compare, put in zip(compares, puts))
         return results
 
     def would_restore(self, entries):
