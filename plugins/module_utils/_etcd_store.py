@@ -147,6 +147,8 @@ class EtcdStore:
                     'key': _b64(self.prefix), 'range_end': _b64(prefix_range_end(self.prefix)), 'limit': 1,
                     'keys_only': True})
                 return client, endpoint
+            except StoreError:
+                raise
             except Exception as exc:  # pylint: disable=broad-except  # classified below; the rest is one line
                 kind, text = classify_error(exc)
                 if kind not in _PER_ENDPOINT:

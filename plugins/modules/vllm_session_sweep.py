@@ -90,7 +90,7 @@ options:
     type: path
   batch_size:
     description:
-      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page).
+      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page); V(1) to V(100000).
     type: int
     default: 1000
   max_rate:
