@@ -35,7 +35,9 @@ def assert_one_line(result, *parts):
 
 
 def redis_args(server, **extra):
-    return dict(dict(login_host='127.0.0.1', login_port=server.port), **extra)
+    args = {'login_host': '127.0.0.1', 'login_port': server.port}
+    args.update(extra)
+    return args
 
 
 # ---- options refused before anything is touched ------------------------------------------------
@@ -193,9 +195,10 @@ def etcd_sessions(etcd_auth):
 
 
 def etcd_args(server, user=None, password=None, **extra):
-    args = dict(dict(backend='etcd', etcd_endpoints=[server.url], timeout=3, state='swept', backup=False), **extra)
+    args = {'backend': 'etcd', 'etcd_endpoints': [server.url], 'timeout': 3, 'state': 'swept', 'backup': False}
     if user:
         args.update(etcd_user=user, etcd_password=password)
+    args.update(extra)
     return args
 
 
