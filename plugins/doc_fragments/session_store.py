@@ -24,7 +24,7 @@ options:
     default: localhost
   login_port:
     description:
-      - Redis port.
+      - Redis port, V(1) to V(65535).
     type: int
     default: 6379
   login_user:
@@ -60,11 +60,14 @@ options:
     type: str
   client_key_file:
     description:
-      - Key of O(client_cert_file).
+      - Key of O(client_cert_file), when that file does not hold it. Requires O(client_cert_file).
     type: str
   sentinel_hosts:
     description:
-      - With O(backend=redis_sentinel), the Sentinels as C(host:port).
+      - With O(backend=redis_sentinel) (where it is required), the Sentinels as C(host:port).
+      - Every Sentinel that answers is asked for the primary, and they must agree; Sentinels that name
+        different primaries under O(sentinel_service_name) are refused. A Sentinel that cannot be reached is
+        passed over while another answers.
     type: list
     elements: str
   sentinel_service_name:
@@ -74,21 +77,24 @@ options:
     default: mymaster
   sentinel_password:
     description:
-      - Password of the Sentinels themselves, when they require one.
+      - Password of the Sentinels themselves (their C(requirepass)), when they require one. The primary's
+        password is O(login_password).
     type: str
   etcd_endpoints:
     description:
-      - With O(backend=etcd), client URLs of etcd members; the first that answers is used.
+      - With O(backend=etcd), client URLs of etcd members (C(http) or C(https)); the first that answers is used.
+        At least one.
     type: list
     elements: str
     default: ['http://127.0.0.1:2379']
   etcd_user:
     description:
-      - etcd user for etcd authentication.
+      - etcd user for etcd authentication. Its role needs C(read) on O(key_prefix) to report, and C(readwrite)
+        to sweep and restore.
     type: str
   etcd_password:
     description:
-      - Password of O(etcd_user).
+      - Password of O(etcd_user). Requires O(etcd_user).
     type: str
   ca_cert:
     description:
@@ -100,7 +106,7 @@ options:
     type: path
   client_key:
     description:
-      - Key of O(client_cert).
+      - Key of O(client_cert). Requires O(client_cert).
     type: path
   key_pattern:
     description:
@@ -116,7 +122,9 @@ options:
     default: vllm/session/
   timeout:
     description:
-      - Seconds to wait for the store on connect and on each call.
+      - Seconds to wait for the store on connect and on each call; above V(0), at most V(86400).
+      - With O(backend=redis_sentinel), also how long to wait for the Sentinels to agree on a primary after a
+        failover.
     type: float
     default: 10.0
 requirements:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import traceback
-import urllib.parse
 
 from ._session_backup import Entry
-from ._session_errors import StoreError
+from ._session_errors import StoreError, exception_chain, server_words
+from ._session_store import parse_etcd_endpoint
 
 ETCD_IMPORT_ERROR = None
 try:
@@ -53,6 +54,68 @@ def _chunks(items, size):
         yield items[start:start + size]
 
 
+# The gRPC status codes etcd answers with (the JSON gateway puts them in the body's "code").
+_GRPC_KINDS = {
+    3: 'invalid',            # INVALID_ARGUMENT: a failed login, or no user where auth is on
+    4: 'unavailable',        # DEADLINE_EXCEEDED
+    7: 'denied',             # PERMISSION_DENIED
+    8: 'unavailable',        # RESOURCE_EXHAUSTED
+    9: 'precondition',       # FAILED_PRECONDITION: e.g. a login where auth is off
+    11: 'compacted',         # OUT_OF_RANGE: the revision read at was compacted
+    14: 'unavailable',       # UNAVAILABLE: no leader
+    16: 'unauthenticated',   # UNAUTHENTICATED: the auth token expired or is unknown
+}
+_GRPC_NAMES = {3: 'INVALID_ARGUMENT', 4: 'DEADLINE_EXCEEDED', 7: 'PERMISSION_DENIED', 8: 'RESOURCE_EXHAUSTED',
+               9: 'FAILED_PRECONDITION', 11: 'OUT_OF_RANGE', 13: 'INTERNAL', 14: 'UNAVAILABLE', 16: 'UNAUTHENTICATED'}
+
+# Failures of one endpoint; the next endpoint is tried.
+_PER_ENDPOINT = ('unreachable', 'timeout', 'unavailable', 'tls_verify', 'tls_handshake', 'not_etcd')
+
+_OPERATIONS = {'/kv/range': 'reading', '/kv/txn': 'deleting or writing', '/kv/put': 'writing'}
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """The operating system's reason a connection failed (``Connection refused``), not the HTTP library's dump."""
+    for link in exception_chain(exc):
+        if isinstance(link, OSError) and link.strerror:
+            return link.strerror
+    return 'no connection'
+
+
+def classify_error(exc: BaseException):
+    """(kind, text) of a failed etcd call, from the exception's class and etcd's gRPC status code.
+
+    kind is one of the _GRPC_KINDS values, tls_verify, tls_handshake, timeout, unreachable,
+    not_etcd (an HTTP answer that is not etcd's) or failed; text is short and echoes no request.
+    """
+    for link in exception_chain(exc):
+        if isinstance(link, ssl.SSLCertVerificationError):
+            return 'tls_verify', server_words(link.verify_message or link.reason or 'certificate verify failed')
+        if isinstance(link, ssl.SSLError):
+            return 'tls_handshake', server_words(link.reason or type(link).__name__)
+    if isinstance(exc, etcd_exceptions.ConnectionTimeoutError):
+        return 'timeout', 'no answer in time'
+    if isinstance(exc, etcd_exceptions.ConnectionFailedError) and not exc.args:  # no HTTP status: no answer
+        return 'unreachable', _connection_reason(exc)
+    if isinstance(exc, etcd_exceptions.ApiVersionDiscoveryFailedError):
+        return 'not_etcd', 'no etcd version API'
+    if isinstance(exc, etcd_exceptions.Etcd3Exception):
+        try:
+            body = json.loads(exc.detail_text or '')
+        except ValueError:
+            body = None
+        status = ' '.join(str(arg) for arg in exc.args) or 'no status'
+        if not isinstance(body, dict) or not isinstance(body.get('code'), int):
+            return 'not_etcd', f'HTTP {status}'
+        code = body['code']
+        name = _GRPC_NAMES.get(code, f'gRPC code {code}')
+        message = server_words(body.get('message') or body.get('error') or '')
+        return _GRPC_KINDS.get(code, 'failed'), f'{name}: {message}' if message else name
+    if isinstance(exc, ValueError):  # an answer that is not JSON
+        return 'not_etcd', 'the answer is not JSON'
+    return 'failed', server_words(str(exc)) or type(exc).__name__
+
+
 class EtcdStore:
     """Sessions under ``key_prefix`` in an etcd cluster; the first endpoint that answers is used."""
 
@@ -66,31 +129,33 @@ class EtcdStore:
             raise StoreError('key_prefix is empty and would match every key in etcd; give the session prefix, e.g. vllm/session/')
         self.prefix = key_prefix.encode('utf-8')
         self.params = params
+        self.location = None
         self.client, self.location = self._connect(params)
 
     def _connect(self, params: dict):
         errors = []
         for endpoint in params['etcd_endpoints']:
-            url = urllib.parse.urlsplit(endpoint if '://' in endpoint else f'http://{endpoint}')
-            if url.scheme not in ('http', 'https') or not url.hostname:
-                raise StoreError(f'etcd_endpoints entry {endpoint!r} is not a URL; give e.g. https://10.0.0.5:2379')
+            scheme, host, port = parse_etcd_endpoint(endpoint)
             client = etcd3gw.Etcd3Client(
-                host=url.hostname, port=url.port or 2379, protocol=url.scheme, ca_cert=params.get('ca_cert'),
+                host=host, port=port, protocol=scheme, ca_cert=params.get('ca_cert'),
                 cert_key=params.get('client_key'), cert_cert=params.get('client_cert'), timeout=params['timeout'])
+            self.location = endpoint
             try:
                 self._authenticate(client, params)
-                client.status()
+                # one key of the prefix: proves the user may read it, before anything else happens
+                client.post(client.get_url('/kv/range'), json={
+                    'key': _b64(self.prefix), 'range_end': _b64(prefix_range_end(self.prefix)), 'limit': 1,
+                    'keys_only': True})
                 return client, endpoint
             except StoreError:
                 raise
-            except Exception as exc:  # pylint: disable=broad-except
-                errors.append(f'{endpoint}: {self._text(exc)}')
-        raise StoreError(f'cannot reach etcd ({"; ".join(errors)}); check etcd_endpoints, the TLS files and that etcd is up')
-
-    @staticmethod
-    def _text(exc: Exception) -> str:
-        text = ' '.join(str(part) for part in getattr(exc, 'args', ()) if part) or type(exc).__name__
-        return text.splitlines()[0][:300]
+            except Exception as exc:  # pylint: disable=broad-except  # classified below; the rest is one line
+                kind, text = classify_error(exc)
+                if kind not in _PER_ENDPOINT:
+                    raise StoreError(self._message(kind, text, '/kv/range')) from None
+                errors.append(f'{endpoint}: {text}')
+        raise StoreError(f'cannot reach etcd ({"; ".join(errors)}); check etcd_endpoints, the TLS files '
+                         '(ca_cert, client_cert, client_key) and that etcd is up')
 
     def _authenticate(self, client, params: dict) -> None:
         if not params.get('etcd_user'):
@@ -98,24 +163,49 @@ class EtcdStore:
         try:
             reply = client.post(client.get_url('/auth/authenticate'),
                                 json={'name': params['etcd_user'], 'password': params.get('etcd_password') or ''})
-        except etcd_exceptions.Etcd3Exception as exc:
-            text = self._text(exc)
-            if 'authentication failed' in text or 'invalid' in text:
-                raise StoreError(f'etcd rejected the credentials of {params["etcd_user"]!r} ({text}); '
+        except Exception as exc:  # pylint: disable=broad-except  # classified below
+            kind, text = classify_error(exc)
+            if kind == 'invalid':
+                raise StoreError(f'etcd at {self.location} rejected the credentials of {params["etcd_user"]!r} ({text}); '
                                  'check etcd_user and etcd_password') from None
+            if kind == 'precondition':
+                raise StoreError(f'etcd at {self.location} has authentication turned off ({text}); '
+                                 'remove etcd_user and etcd_password') from None
             raise
         client.session.headers['Authorization'] = reply['token']
+
+    def _message(self, kind: str, text: str, path: str) -> str:
+        """One line for a failure of the call ``path``: what happened and which option fixes it."""
+        at = f'etcd at {self.location}'
+        user = self.params.get('etcd_user')
+        prefix = self.prefix.decode('utf-8', 'replace')
+        if kind == 'denied':
+            need = 'read' if path == '/kv/range' else 'readwrite'
+            return (f'{at} denied {_OPERATIONS.get(path, path)} under the prefix {prefix!r} to user {user!r} ({text}); '
+                    f'grant its role {need} on that prefix (etcdctl role grant-permission ROLE --prefix {need} {prefix}), '
+                    'or fix etcd_user or key_prefix')
+        if kind == 'invalid' and not user:
+            return f'{at} requires authentication ({text}); set etcd_user and etcd_password'
+        if kind == 'unauthenticated':
+            return f'{at} no longer accepts the login of {user!r} ({text}); check etcd_user and etcd_password, then re-run'
+        if kind == 'compacted':
+            return (f'{at}: the revision the sweep reads at was compacted meanwhile ({text}); '
+                    're-run (a sweep resumes with the sessions left)')
+        if kind == 'tls_verify':
+            return f'TLS with {at} failed: the server certificate is not trusted ({text}); check ca_cert'
+        if kind == 'tls_handshake':
+            return (f'TLS with {at} failed: the server ended the handshake ({text}); it may require a client '
+                    'certificate: set client_cert and client_key')
+        if kind == 'not_etcd':
+            return f'{at} does not answer as the etcd v3 JSON API ({text}); check etcd_endpoints'
+        return (f'{at} failed during {path} ({text}); check that etcd is up and healthy and re-run '
+                '(a sweep resumes where it stopped)')
 
     def _call(self, path: str, payload: dict) -> dict:
         try:
             return self.client.post(self.client.get_url(path), json=payload)
-        except Exception as exc:  # pylint: disable=broad-except
-            text = self._text(exc)
-            if 'permission denied' in text:
-                raise StoreError(f'etcd at {self.location} denied {path} to this user ({text}); grant the user '
-                                 f'readwrite on the prefix {self.prefix.decode()!r}') from None
-            raise StoreError(f'etcd at {self.location} failed during {path} ({text}); '
-                             'check that etcd is up and re-run (a sweep resumes where it stopped)') from None
+        except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
+            raise StoreError(self._message(*classify_error(exc), path)) from None
 
     # ---- the partition interface (etcd is one partition) ------------------------------------
 

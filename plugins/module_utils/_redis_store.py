@@ -18,12 +18,14 @@ import collections
 import itertools
 import operator
 import re
+import ssl
 import time
 import traceback
 
 from ._redis_wire import Wire, bulk, bulks, encode, encode_each
 from ._session_backup import Entry
-from ._session_errors import StoreError
+from ._session_errors import StoreError, exception_chain, server_words
+from ._session_store import parse_sentinel_hosts
 
 REDIS_IMPORT_ERROR = None
 try:
@@ -197,29 +199,113 @@ def glob_matcher(pattern: str):
 RESTORABLE_KINDS = ('hash', 'string')
 
 
-def _error_text(exc: Exception) -> str:
-    """The server's words, without the pipeline's echo of the command (which lists every key)."""
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if 'caused error: ' in text:
-        text = text.split('caused error: ', 1)[1]
-    return text[:300]
+def _error_text(exc: BaseException) -> str:
+    """The server's (or the client library's) words for ``exc``, without any echo of the command's arguments."""
+    return server_words(str(exc)) or type(exc).__name__
 
 
-def _describe_error(exc: Exception, location: str) -> str:
+# Redis 7.0 answers an ACL denial inside a script with a plain ERR and this sentence; later versions
+# and every other path say NOPERM (redis-py: NoPermissionError).
+_SCRIPT_ACL_DENIAL = "The user executing the script can't run this command"
+
+# The error codes Redis puts first in an error reply. redis-py turns the common ones into exception
+# classes (and drops the code from the text); replies read off the wire keep it.
+_CODES = {
+    'WRONGPASS': 'auth', 'NOAUTH': 'auth', 'NOPERM': 'noperm', 'READONLY': 'readonly', 'LOADING': 'loading',
+    'MASTERDOWN': 'loading', 'MOVED': 'resharding', 'ASK': 'resharding', 'TRYAGAIN': 'resharding',
+    'CLUSTERDOWN': 'resharding', 'OOM': 'oom',
+}
+
+# TLS alerts (OpenSSL reason codes) that mean the other side does not speak TLS at all
+_NOT_TLS = ('WRONG_VERSION_NUMBER', 'HTTP_REQUEST', 'UNKNOWN_PROTOCOL', 'PACKET_LENGTH_TOO_LONG', 'RECORD_LAYER_FAILURE')
+
+
+def _server_code(exc: BaseException):
+    """The error code of a reply read straight off the wire (``NOPERM`` of ``NOPERM this user ...``), or None."""
+    if not isinstance(exc, redis.ResponseError):
+        return None
+    word = _error_text(exc).split(' ', 1)[0]
+    return word if word.isalpha() and word.isupper() else None
+
+
+def classify_error(exc: BaseException) -> str:
+    """What went wrong, from the exception's class, the exception it came from, and the server's error code.
+
+    One of: auth, noperm, tls_verify, tls_handshake, tls_plain, readonly, loading, resharding, oom,
+    no_primary, not_cluster, timeout, unreachable, refused (any other error reply), failed.
+    """
+    for link in exception_chain(exc):
+        if isinstance(link, ssl.SSLCertVerificationError):
+            return 'tls_verify'
+        if isinstance(link, ssl.SSLError):
+            return 'tls_plain' if getattr(link, 'reason', None) in _NOT_TLS else 'tls_handshake'
+    if isinstance(exc, (redis.AuthenticationError, getattr(redis.exceptions, 'AuthorizationError', redis.AuthenticationError))):
+        return 'auth'
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return 'noperm'
+    if isinstance(exc, redis.exceptions.ReadOnlyError):
+        return 'readonly'
+    if isinstance(exc, redis.exceptions.BusyLoadingError):
+        return 'loading'
+    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)):
+        return 'resharding'
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return 'oom'
+    if isinstance(exc, redis.sentinel.MasterNotFoundError):
+        return 'no_primary'
+    code = _server_code(exc)
+    if code in _CODES:
+        return _CODES[code]
+    if isinstance(exc, redis.TimeoutError):
+        return 'timeout'
+    if isinstance(exc, redis.ConnectionError):
+        return 'unreachable'
+    if isinstance(exc, redis.ResponseError):
+        return 'noperm' if _SCRIPT_ACL_DENIAL in str(exc) else 'refused'
+    if isinstance(exc, redis.exceptions.RedisClusterException):
+        return 'not_cluster'
+    return 'failed'
+
+
+# What a message names, by the kind of server reached: (noun, address options, credential options)
+_ROLES = {
+    'redis': ('Redis', 'login_host/login_port', 'login_user and login_password'),
+    'sentinel': ('Sentinel', 'sentinel_hosts', "sentinel_password (the Sentinels' own password, not the primary's)"),
+}
+
+SWEEPER_GRANTS = ('+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
+                  '+set +pexpireat +time')
+
+
+def _describe_error(exc: BaseException, location: str, role: str = 'redis') -> str:
+    """One line for a failure talking to ``location``: what happened and which option fixes it."""
+    noun, address, credentials = _ROLES[role]
     text = _error_text(exc)
-    if isinstance(exc, redis.AuthenticationError) or 'WRONGPASS' in text or 'NOAUTH' in text \
-            or 'invalid username-password' in text or 'Authentication required' in text:
-        return f'Redis at {location} rejected the credentials ({text}); check login_user and login_password'
-    if isinstance(exc, redis.exceptions.NoPermissionError) or 'noperm' in text.lower() or 'no permissions' in text \
-            or "can't run this command" in text:
-        return (f'Redis at {location} denied a command to this user ({text}); grant the ACL user '
-                '+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
-                '+set +pexpireat +time on the session keys')
-    if 'SSL' in text or 'certificate' in text.lower() or 'TLS' in text:
-        return f'TLS with Redis at {location} failed ({text}); check tls, ca_certs, validate_certs and the client certificate'
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return f'cannot reach Redis at {location} ({text}); check login_host/login_port and that the server is up'
-    return f'Redis at {location} failed: {text}'
+    kind = classify_error(exc)
+    at = f'{noun} at {location}'
+    messages = {
+        'auth': f'{at} rejected the credentials ({text}); check {credentials}',
+        'noperm': (f'{at} denied a command to this user ({text}); grant the ACL user {SWEEPER_GRANTS} on the session keys'
+                   if role == 'redis' else f'{at} denied a command to this user ({text}); allow it +sentinel|masters'),
+        'tls_verify': f'TLS with {at} failed: the server certificate is not trusted ({text}); '
+                      'check tls, ca_certs, validate_certs (ca_certs must hold the CA that signed it)',
+        'tls_handshake': f'TLS with {at} failed: the server ended the handshake ({text}); it requires a client '
+                         'certificate it trusts: set client_cert_file and client_key_file',
+        'tls_plain': f'TLS with {at} failed: the server does not speak TLS on that port ({text}); '
+                     f'set tls=false or give its TLS port in {address}',
+        'readonly': f'{at} is a read-only replica ({text}); give the primary in {address}, or use backend=redis_sentinel',
+        'loading': f'{at} is not ready ({text}); re-run when it has loaded its data or found its primary',
+        'resharding': f'{at} answered that its slots moved ({text}); re-run when the reshard or failover is done',
+        'oom': f'{at} is out of memory ({text}); free memory on the server, then re-run',
+        'no_primary': f'the Sentinels name no primary at the moment ({type(exc).__name__}); '
+                      'a failover may be in progress: re-run when it is done',
+        'not_cluster': f'{at} is not a usable Redis Cluster ({text}); check backend and {address}',
+        'timeout': f'{at} did not answer in time ({text}); check {address} and that the server is up, or raise timeout',
+        'unreachable': f'cannot reach {at} ({text}); check {address}, tls and that the server is up',
+        'refused': f'{at} refused a command ({text}); check that it allows the commands the module needs '
+                   '(rename-command, ACL)',
+    }
+    return messages.get(kind, f'{at} failed: {text}')
 
 
 class _Script:
@@ -661,6 +747,90 @@ def _client_kwargs(params: dict) -> dict:
     return kwargs
 
 
+def _sentinel_views(sentinel, name: str) -> dict:
+    """What each Sentinel says of service ``name``, by its address.
+
+    A view is the primary's (host, port); 'unknown' (the Sentinel monitors no such
+    service); 'down' (it sees the primary down, a failover may be under way); or the
+    one-line reason the Sentinel could not be asked. A Sentinel that answers but
+    refuses the login or the command stops everything: its password is wrong everywhere.
+    """
+    views = {}
+    for client in sentinel.sentinels:
+        kwargs = client.connection_pool.connection_kwargs
+        address = f'{kwargs.get("host")}:{kwargs.get("port")}'
+        try:
+            state = client.sentinel_masters().get(name)
+        except redis.RedisError as exc:
+            if classify_error(exc) not in ('unreachable', 'timeout'):
+                raise StoreError(_describe_error(exc, address, role='sentinel')) from None
+            views[address] = _error_text(exc)
+            continue
+        if not state:
+            views[address] = 'unknown'
+        elif not state.get('is_master') or state.get('is_sdown') or state.get('is_odown'):
+            views[address] = 'down'
+        else:
+            views[address] = (_text(state['ip']), int(state['port']))
+    return views
+
+
+def _no_primary_named(views: dict, name: str) -> str:
+    """Why no Sentinel named a primary, in one line (the failure once the wait is over)."""
+    unreachable = {address: view for address, view in views.items() if view not in ('unknown', 'down')}
+    if len(unreachable) == len(views):
+        reasons = '; '.join(f'{address}: {reason}' for address, reason in unreachable.items())
+        return f'cannot reach any Sentinel ({reasons}); check sentinel_hosts, tls and that the Sentinels are up'
+    if 'down' in views.values():
+        return (f'the Sentinels see the primary of service {name} down and no failover finished in time; '
+                're-run when a new primary serves, or raise timeout')
+    asked = ', '.join(address for address, view in views.items() if view == 'unknown')
+    return f'no Sentinel knows a master named {name} (asked {asked}); check sentinel_hosts and sentinel_service_name'
+
+
+def _serves_as_primary(master, kwargs: dict):
+    """None when ``master`` answers ROLE as a primary; otherwise why not, in one line (the failure once the wait is over).
+
+    A primary that refuses the login or the command is refused at once.
+    """
+    location = f'{master[0]}:{master[1]}'
+    client = redis.Redis(host=master[0], port=master[1], **kwargs)
+    try:
+        role = _text(client.role()[0])
+    except redis.RedisError as exc:
+        if classify_error(exc) not in ('unreachable', 'timeout', 'loading'):
+            raise StoreError(_describe_error(exc, location)) from None
+        return _describe_error(exc, location)
+    finally:
+        client.close()
+    if role == 'master':
+        return None
+    return (f'the Sentinels name {location} as primary but it serves as {role}; a failover is still in progress: '
+            're-run when the Sentinels agree on the primary, or raise timeout')
+
+
+def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: str) -> str:
+    """One line for a cluster that could not be opened at ``location``.
+
+    redis-py wraps what the node answered; when that was an error reply, the node is asked
+    whether cluster mode is on at all (a standalone server given as a cluster node).
+    """
+    cause = next((link for link in exception_chain(exc) if isinstance(link, redis.RedisError)), exc)
+    if classify_error(cause) not in ('refused', 'not_cluster'):
+        return _describe_error(cause, location)
+    client = redis.Redis(host=params['login_host'], port=params['login_port'], **kwargs)
+    try:
+        enabled = client.info('cluster').get('cluster_enabled')
+    except redis.RedisError:
+        enabled = None
+    finally:
+        client.close()
+    if enabled == 0:
+        return (f'Redis at {location} is not a cluster node (cluster_enabled:0); use backend=redis for a standalone '
+                'server (backend=redis_sentinel behind Sentinels), or give a cluster node in login_host/login_port')
+    return _describe_error(cause, location)
+
+
 class RedisStore:
     """The partitions of a Redis deployment, connected and checked."""
 
@@ -690,49 +860,47 @@ class RedisStore:
         return [partition]
 
     def _connect_sentinel(self, params: dict, kwargs: dict):
-        hosts = []
-        for item in params['sentinel_hosts'] or []:
-            host, _sep, port = item.rpartition(':')
-            if not host or not port.isdigit():
-                raise StoreError(f'sentinel_hosts entry {item!r} is not host:port; give e.g. 10.0.0.5:26379')
-            hosts.append((host, int(port)))
-        if not hosts:
-            raise StoreError('backend redis_sentinel needs sentinel_hosts; give the Sentinels as host:port')
         sentinel_kwargs = dict(_tls_kwargs(params), socket_timeout=params['timeout'],
                                socket_connect_timeout=params['timeout'])
         if params.get('sentinel_password'):
             sentinel_kwargs['password'] = params['sentinel_password']
-        sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+        sentinel = Sentinel(parse_sentinel_hosts(params['sentinel_hosts']), sentinel_kwargs=sentinel_kwargs, **kwargs)
         name = params['sentinel_service_name']
+        master = self._settled_master(sentinel, name, kwargs, params['timeout'])
         where = f'Sentinel {",".join(params["sentinel_hosts"])} service {name}'
-        try:
-            master = self._settled_master(sentinel, name, kwargs, params['timeout'])
-        except redis.sentinel.MasterNotFoundError as exc:
-            raise StoreError(f'{where}: no Sentinel knows a master ({exc}); check sentinel_hosts and sentinel_service_name') from None
-        except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, where)) from None
-        if master is None:
-            raise StoreError(f'{where}: a failover is still in progress after {params["timeout"]:g}s; '
-                             'retry when the Sentinels agree on the primary, or raise timeout')
         return sentinel.master_for(name, db=params['db'], **kwargs), f'{master[0]}:{master[1]} ({where})'
 
     @staticmethod
     def _settled_master(sentinel, name: str, kwargs: dict, timeout: float):
-        """The primary once a failover has settled: the Sentinels' views agree and it serves as primary.
+        """The primary once every reachable Sentinel names the same one and it serves as primary.
 
         Right after a failover a Sentinel can still list the old primary, which has not
-        been demoted yet; sweeping it would delete from a server about to be replaced.
+        been demoted yet; sweeping it would delete from a server about to be replaced. So
+        every Sentinel is asked, until they agree or ``timeout`` runs out; Sentinels that
+        still disagree then (they watch different servers under one name) are refused.
         """
         deadline = time.monotonic() + timeout
         while True:
-            master = sentinel.discover_master(name)
-            announced = sentinel.sentinels[0].sentinel_get_master_addr_by_name(name)
-            if announced and (_text(announced[0]), int(announced[1])) == (master[0], int(master[1])):
-                role = redis.Redis(host=master[0], port=master[1], **kwargs).role()[0]
-                if _text(role) == 'master':
+            views = _sentinel_views(sentinel, name)
+            named = {address: view for address, view in views.items() if isinstance(view, tuple)}
+            primaries = set(named.values())
+            waiting = None
+            if len(primaries) == 1:
+                master = primaries.pop()
+                waiting = _serves_as_primary(master, kwargs)
+                if waiting is None:
                     return master
+            elif not primaries:
+                waiting = _no_primary_named(views, name)
+                if 'down' not in views.values():  # nobody to wait for: no Sentinel knows the service or answers
+                    raise StoreError(waiting)
             if time.monotonic() > deadline:
-                return None
+                if len(primaries) > 1:
+                    says = ', '.join(f'{address} says {host}:{port}' for address, (host, port) in sorted(named.items()))
+                    raise StoreError(f'the Sentinels disagree on the primary of service {name} ({says}); make every '
+                                     'Sentinel in sentinel_hosts monitor the same primary under sentinel_service_name, '
+                                     'or list only the Sentinels of one deployment')
+                raise StoreError(waiting)
             time.sleep(0.2)
 
     def _connect_cluster(self, params: dict, kwargs: dict):
@@ -742,8 +910,8 @@ class RedisStore:
         try:
             self._cluster_client = RedisCluster(host=params['login_host'], port=params['login_port'], **kwargs)
             primaries = self._cluster_client.get_primaries()
-        except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, f'cluster {location}')) from None
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            raise StoreError(_cluster_failure(exc, params, kwargs, location)) from None
         partitions = []
         for node in primaries:
             client = self._cluster_client.get_redis_connection(node)

@@ -95,7 +95,7 @@ options:
     type: path
   batch_size:
     description:
-      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page).
+      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page); V(1) to V(100000).
     type: int
     default: 1000
   max_rate:
@@ -303,13 +303,15 @@ store:
   sample: "10.0.0.7:6379"
 """
 
+import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
+    SESSION_STORE_RULES, check_store_params, open_store, session_store_argument_spec)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import (
     SweepError, SweepOptions, Sweeper, report, restore)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
@@ -337,16 +339,29 @@ def argument_spec() -> dict:
     return spec
 
 
+def module_rules() -> dict:
+    """What AnsibleModule checks itself: the store's rules and the module's own."""
+    rules = {name: (list(rule) if isinstance(rule, list) else dict(rule)) for name, rule in SESSION_STORE_RULES.items()}
+    rules['required_if'].append(('state', 'restored', ('backup_path',)))
+    return rules
+
+
 def check_params(params: dict) -> None:
+    """The ranges AnsibleModule cannot check, all of them before anything is touched."""
     if params['state'] == 'swept' and params['backup'] and not params['backup_path']:
         raise StoreError('state=swept needs backup_path (a JSON Lines file for the removed sessions); '
                          'set backup=false explicitly to sweep without a backup')
     if params['state'] == 'restored' and not params['backup_path']:
         raise StoreError('state=restored needs backup_path, the file a sweep wrote')
-    if params['batch_size'] < 1 or params['batch_size'] > 100000:
+    if not 1 <= params['batch_size'] <= 100000:
         raise StoreError(f'batch_size {params["batch_size"]} is out of range; give 1 to 100000 (default 1000)')
-    if params['max_rate'] < 0 or (params['max_delete'] is not None and params['max_delete'] < 0):
-        raise StoreError('max_rate and max_delete cannot be negative; give 0 for an unlimited rate')
+    if not (math.isfinite(params['max_rate']) and params['max_rate'] >= 0):
+        raise StoreError(f'max_rate {params["max_rate"]:g} is out of range; give the entries per second, '
+                         'or 0 for an unlimited rate')
+    if params['max_delete'] is not None and params['max_delete'] < 0:
+        raise StoreError(f'max_delete {params["max_delete"]} cannot be negative; give the most sessions '
+                         'a sweep may remove (0 refuses any)')
+    check_store_params(params)
 
 
 def sweep_options(module: AnsibleModule) -> SweepOptions:
@@ -419,7 +434,7 @@ def warn_repaired(module: AnsibleModule, sweeper: Sweeper) -> None:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, **module_rules())
     try:
         result = run(module)
     except SweepError as exc:

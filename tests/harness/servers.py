@@ -7,6 +7,7 @@ talks to a server that the test did not start itself.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -161,7 +162,8 @@ class _Process(_Stoppable):
 class RedisServer(_Process):
     """redis-server on a free loopback port; ``config`` lines are added to its config file.
 
-    ``tls`` (a TlsFiles) serves TLS only; ``admin`` (user, password) is the account the
+    ``tls`` (a TlsFiles) serves TLS only; ``tls_client_certs`` makes a client certificate
+    required rather than optional; ``admin`` (user, password) is the account the
     harness itself uses, for servers whose default user is switched off by an ACL.
     """
 
@@ -169,11 +171,12 @@ class RedisServer(_Process):
     binary = 'redis-server'
 
     def __init__(self, workdir: str | None = None, config: list | None = None, password: str | None = None,
-                 tls=None, admin=None):
+                 tls=None, admin=None, tls_client_certs: bool = False):
         super().__init__(workdir)
         self.port = None
         self.password = password
         self.tls = tls
+        self.tls_client_certs = tls_client_certs
         self.admin = admin
         self.extra_config = list(config or [])
 
@@ -189,7 +192,7 @@ class RedisServer(_Process):
         if self.tls:
             lines += ['port 0', f'tls-port {self.port}', f'tls-cert-file {self.tls.server_cert}',
                       f'tls-key-file {self.tls.server_key}', f'tls-ca-cert-file {self.tls.ca_cert}',
-                      'tls-auth-clients optional']
+                      f'tls-auth-clients {"yes" if self.tls_client_certs else "optional"}']
         else:
             lines.append(f'port {self.port}')
         if self.password:
@@ -214,6 +217,8 @@ class RedisServer(_Process):
             kwargs.update(username=self.admin[0], password=self.admin[1])
         if self.tls:
             kwargs.update(ssl=True, ssl_ca_certs=self.tls.ca_cert, ssl_cert_reqs='required')
+            if self.tls_client_certs:
+                kwargs.update(ssl_certfile=self.tls.client_cert, ssl_keyfile=self.tls.client_key)
         return kwargs
 
     def client(self, **kwargs):
@@ -259,6 +264,51 @@ class EtcdServer(_Process):
         with urllib.request.urlopen(f'{self.url}/health', timeout=1) as response:  # nosec: loopback only
             return json.load(response).get('health') == 'true'
 
+    root_password = 'etcd-root-secret'
+    _root_token = None
+
+    def call(self, path: str, payload: dict) -> dict:
+        """POST to the v3 JSON gateway (as root once auth is on); the decoded answer."""
+        headers = {'Authorization': self._root_token} if self._root_token else {}
+        request = urllib.request.Request(f'{self.url}/v3{path}', data=json.dumps(payload).encode(), headers=headers)
+        with urllib.request.urlopen(request, timeout=5) as response:  # nosec: loopback only
+            return json.load(response)
+
+    def enable_auth(self, users: dict) -> None:
+        """Switch authentication on, with root and ``users``: {name: (password, {key prefix: 'READ'|'WRITE'|'READWRITE'})}."""
+        self.call('/auth/role/add', {'name': 'root'})
+        self.call('/auth/user/add', {'name': 'root', 'password': self.root_password})
+        self.call('/auth/user/grant', {'user': 'root', 'role': 'root'})
+        for name, (password, grants) in users.items():
+            self.call('/auth/role/add', {'name': name})
+            for prefix, permission in grants.items():
+                key = prefix.encode()
+                end = key[:-1] + bytes([key[-1] + 1])
+                self.call('/auth/role/grant', {'name': name, 'perm': {
+                    'permType': permission, 'key': base64.b64encode(key).decode(),
+                    'range_end': base64.b64encode(end).decode()}})
+            self.call('/auth/user/add', {'name': name, 'password': password})
+            self.call('/auth/user/grant', {'user': name, 'role': name})
+        self.call('/auth/enable', {})
+        self._root_token = self.call('/auth/authenticate', {'name': 'root', 'password': self.root_password})['token']
+
+    def keys(self, prefix: str) -> dict:
+        """Every key under ``prefix`` with its value (as root once auth is on)."""
+        key = prefix.encode()
+        end = key[:-1] + bytes([key[-1] + 1])
+        reply = self.call('/kv/range', {'key': base64.b64encode(key).decode(), 'range_end': base64.b64encode(end).decode()})
+        return {base64.b64decode(kv['key']).decode(): base64.b64decode(kv.get('value', '')).decode()
+                for kv in reply.get('kvs', [])}
+
+    def put(self, key: str, value: str) -> int:
+        """Write one key; the store's revision after the write."""
+        reply = self.call('/kv/put', {'key': base64.b64encode(key.encode()).decode(),
+                                      'value': base64.b64encode(value.encode()).decode()})
+        return int(reply['header']['revision'])
+
+    def compact(self, revision: int) -> None:
+        self.call('/kv/compaction', {'revision': revision, 'physical': True})
+
 
 class TlsFiles:
     """A private CA with a server certificate for 127.0.0.1/localhost and a client certificate (openssl CLI)."""
@@ -293,23 +343,28 @@ class TlsFiles:
 
 
 class SentinelServer(RedisServer):
-    """redis-sentinel monitoring ``master`` as ``service``, with quorum 1 and fast failure detection."""
+    """redis-sentinel monitoring ``master`` as ``service``, with quorum 1 and fast failure detection.
+
+    ``password`` is the Sentinel's own (``requirepass``), which its clients must give.
+    """
 
     name = 'sentinel'
     binary = 'redis-sentinel'
 
-    def __init__(self, master: RedisServer, service: str = 'mymaster', workdir: str | None = None):
-        super().__init__(workdir)
+    def __init__(self, master: RedisServer, service: str = 'mymaster', workdir: str | None = None,
+                 password: str | None = None):
+        super().__init__(workdir, password=password)
         self.master = master
         self.service = service
 
     def _config_lines(self) -> list:
-        return [
+        lines = [
             f'port {self.port}', f'bind {LOOPBACK}', f'dir {self.dir}', f'logfile {self.log_path}',
             f'sentinel monitor {self.service} {LOOPBACK} {self.master.port} 1',
             f'sentinel down-after-milliseconds {self.service} 2000',
             f'sentinel failover-timeout {self.service} 10000',
         ]
+        return lines + ([f'requirepass {self.password}'] if self.password else [])
 
     def master_address(self):
         host, port = self.client().sentinel_get_master_addr_by_name(self.service)
@@ -429,5 +484,4 @@ class IdpServer(_Process):
 
 
 def _basic(client_id: str, secret: str) -> str:
-    import base64  # pylint: disable=import-outside-toplevel
     return 'Basic ' + base64.b64encode(f'{client_id}:{secret}'.encode()).decode()

@@ -346,7 +346,7 @@ def test_backup_failing_mid_sweep_deletes_nothing_it_did_not_record(capsys, redi
     ({'key_pattern': '*'}, "key_pattern '*' has no literal prefix and would match every key in the database"),
     ({'key_pattern': 'vllm:[session:*'}, 'has an unbalanced [ ]'),
     ({'state': 'swept'}, 'state=swept needs backup_path'),
-    ({'state': 'restored'}, 'state=restored needs backup_path'),
+    ({'state': 'restored'}, 'state is restored but all of the following are missing: backup_path'),
     ({'cutoff': 'tomorrow-ish'}, "cutoff: 'tomorrow-ish' is not ISO 8601"),
     ({'batch_size': 0}, 'batch_size 0 is out of range'),
 ])
