@@ -14,7 +14,7 @@
   when it starts; its own service session is created with client_credentials when missing.
 - ``POST /api/v1/sessions`` (lab only) signs a client in: a new session from the provider.
 - ``lab_echo_token: true`` (lab only) puts the presented token into the ``error_description``
-  of a rejected refresh, as careless gateways do: what a probe must never print.
+  of a rejected refresh and into its log, as careless gateways do: what the runbook must never print.
 
 Served by gunicorn (see labctl); ``create_app()`` reads the config path from VLLM_LAB_CONFIG.
 """
@@ -260,6 +260,7 @@ class Gateway:
 
     def rejected(self, presented: str) -> dict:
         if self.echo_token:
+            self.log.info('Refresh rejected for token %s', presented)
             return dict(REVOKED, error_description=f'Refresh token {presented} has been revoked')
         return REVOKED
 
