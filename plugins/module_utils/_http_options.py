@@ -26,9 +26,11 @@ def check_http_url(url: str, option: str) -> str:
     """``url`` if it is an http(s) URL with a host. open_url also reads file:// and ftp:// URLs: never wanted here."""
     parts = urllib.parse.urlsplit(url or '')
     # the URL itself is not repeated: it may carry user:password@
+    if not parts.scheme:
+        raise HttpOptionError(f'{option} has no scheme; give the endpoint\'s full URL, starting with https:// or http://')
     if parts.scheme.lower() not in HTTP_SCHEMES:
-        given = f'{parts.scheme}://' if parts.scheme else 'no scheme'
-        raise HttpOptionError(f'{option} must be an http:// or https:// URL, not {given}; give the endpoint\'s URL')
+        raise HttpOptionError(f'{option} must be an http:// or https:// URL, not {parts.scheme}://; '
+                              'give the endpoint\'s URL')
     if not parts.hostname:
         raise HttpOptionError(f'{option} has no host; give a URL such as https://vllm.example.com/...')
     return url
