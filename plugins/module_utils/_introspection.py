@@ -16,6 +16,7 @@ import urllib.parse
 
 from ansible.module_utils.urls import open_url
 
+from ._http_options import HttpOptionError, check_file, check_http_url
 from ._session_errors import StoreError
 
 
@@ -27,10 +28,14 @@ class Introspector:
         if not url or not client_id:
             raise StoreError('select=revoked needs introspection_url and introspection_client_id '
                              '(and introspection_client_secret) of the identity provider')
-        self.url = url
+        try:
+            self.url = check_http_url(url, 'introspection_url')
+            self.ca_path = check_file(ca_path, 'introspection_ca_path',
+                                      'the CA bundle that signed the identity provider\'s certificate')
+        except HttpOptionError as exc:
+            raise StoreError(str(exc)) from None
         self.timeout = timeout
         self.validate_certs = validate_certs
-        self.ca_path = ca_path
         pair = f'{urllib.parse.quote(client_id, safe="")}:{urllib.parse.quote(client_secret or "", safe="")}'
         self._headers = {
             'Authorization': 'Basic ' + base64.b64encode(pair.encode()).decode('ascii'),

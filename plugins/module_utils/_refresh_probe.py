@@ -10,6 +10,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import json
+import math
 import ssl
 import time
 import urllib.error
@@ -21,6 +22,9 @@ from ._timestamps import iso_utc
 HEALTHY, STALE, UNAUTHORIZED, SERVER_ERROR = 'healthy', 'stale_token', 'unauthorized', 'server_error'
 UNREACHABLE, TLS_ERROR, UNEXPECTED = 'unreachable', 'tls_error', 'unexpected'
 BACKOFF_SECONDS = 0.5
+DEFAULT_EXPIRES_IN = 3600
+# Longer than any access token lives; beyond it the expiry is not a date the store can hold.
+MAX_EXPIRES_IN = 10 * 366 * 86400
 
 ADVICE = {
     STALE: 'the refresh token was rotated or revoked at the identity provider: purge the token cache, '
@@ -111,18 +115,58 @@ def refresh(http: Http, url: str, client_id: str, refresh_token: str, retries: i
     return result, (body if classification == HEALTHY else None)
 
 
+def answer_secrets(body) -> set:
+    """Every token string of a refresh answer: registered as no-log values before the answer is judged."""
+    if not isinstance(body, dict):
+        return set()
+    return {value for name, value in body.items() if name.endswith('_token') and isinstance(value, str) and value}
+
+
+def _expires_at(value):
+    """(ISO expiry, problem) for the answer's expires_in: seconds from now, 1 to MAX_EXPIRES_IN."""
+    if value is None:
+        return iso_utc(time.time() + DEFAULT_EXPIRES_IN), None
+    seconds = None
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except ValueError:
+            pass
+    if seconds is None or not math.isfinite(seconds) or not 0 < seconds <= MAX_EXPIRES_IN:
+        return None, f'the refresh answer\'s expires_in is not a number of seconds from 1 to {MAX_EXPIRES_IN}'
+    return iso_utc(time.time() + seconds), None
+
+
+def read_rotation(body: dict, presented: bytes) -> tuple:
+    """(fields to store, problem) for a 2xx refresh answer.
+
+    ``fields`` is empty when the answer holds no new refresh token; when it holds one, the fields are
+    storable whatever else is wrong with the answer, so that a rotated token is never lost; ``problem``
+    is one line saying what is wrong, or None.
+    """
+    new_token = body.get('refresh_token')
+    if new_token is not None and not isinstance(new_token, str):
+        return {}, f'the refresh answer\'s refresh_token is a {type(new_token).__name__}, not a string; check url'
+    if not new_token or new_token.encode() == presented:
+        return {}, None
+    fields = {b'refresh_token': new_token.encode()}
+    problems = []
+    access_token = body.get('access_token')
+    if isinstance(access_token, str) and access_token:
+        fields[b'access_token'] = access_token.encode()
+    elif access_token is not None:
+        problems.append(f'the refresh answer\'s access_token is a {type(access_token).__name__}, not a string')
+    expires_at, problem = _expires_at(body.get('expires_in'))
+    if expires_at is not None:
+        fields[b'expires_at'] = expires_at.encode()
+    if problem:
+        problems.append(problem)
+    return fields, '; '.join(problems) or None
+
+
 def health(http: Http, url: str):
     status, _body, failure = http.call(url)
     return status, (None if failure is None else failure[1])
-
-
-def rotated_fields(tokens: dict) -> dict:
-    """The session fields a successful refresh replaces."""
-    expires_at = time.time() + int(tokens.get('expires_in') or 3600)
-    fields = {b'refresh_token': str(tokens['refresh_token']).encode(), b'expires_at': iso_utc(expires_at).encode()}
-    if tokens.get('access_token'):
-        fields[b'access_token'] = str(tokens['access_token']).encode()
-    return fields
 
 
 def failure_message(result: dict) -> str:

@@ -20,6 +20,9 @@ description:
     session (compare-and-set on the old refresh token), so a probe never silently burns a real session. Use a
     dedicated probe session all the same, for example the service's own session.
   - Connection failures and 5xx answers are retried with backoff; a 4xx never is.
+  - Once the provider has answered with a new refresh token, that token is written back before the rest of the
+    answer is judged. An answer that is otherwise unusable (for example a non-numeric C(expires_in)) gives
+    RV(classification=unexpected) with the reason in RV(error), and the session keeps working.
 author:
   - inferops SRE (@inferops)
 extends_documentation_fragment:
@@ -36,7 +39,8 @@ attributes:
 options:
   url:
     description:
-      - The refresh endpoint, for example C(https://vllm.example.com/api/v1/refresh_token).
+      - The refresh endpoint, for example C(https://vllm.example.com/api/v1/refresh_token). Only C(http://) and
+        C(https://) URLs are accepted.
     type: str
     required: true
   client_id:
@@ -59,11 +63,12 @@ options:
     type: bool
   health_url:
     description:
-      - Also C(GET) this URL (for example C(/healthz)) and expect 200.
+      - Also C(GET) this URL (for example C(/healthz)) and expect 200. Only C(http://) and C(https://) URLs are
+        accepted.
     type: str
   timeout:
     description:
-      - Seconds for each HTTP call (and for the session store).
+      - Seconds for each HTTP call (and for the session store). More than 0 and at most 86400.
     type: float
     default: 10.0
   retries:
@@ -79,7 +84,8 @@ options:
     default: true
   ca_path:
     description:
-      - CA bundle for the endpoint's certificate.
+      - CA bundle for the endpoint's certificate. The file must exist; a missing one is an error before anything is
+        called, not a connection failure.
     type: path
   client_cert:
     description:
@@ -91,7 +97,8 @@ options:
     type: path
   headers:
     description:
-      - Extra HTTP headers for both calls.
+      - Extra HTTP headers for both calls, for example an API key of the gateway. Values are strings on one line.
+      - Their values are secrets to Ansible (C(no_log)) and never appear in results or logs.
     type: dict
   expect:
     description:
@@ -103,7 +110,9 @@ options:
     choices: [any, healthy]
     default: any
 notes:
-  - Tokens never appear in results, messages or logs; session ids may.
+  - Tokens never appear in results, messages or logs; session ids may. The tokens read from the session store and
+    those the endpoint answers with are masked in everything the module returns, also when the endpoint or the
+    provider echoes them in its error.
 """
 
 EXAMPLES = r"""
@@ -182,8 +191,10 @@ refresh_skipped:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._http_options import (
+    HttpOptionError, check_file, check_headers, check_http_url, check_timeout)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
-    HEALTHY, Http, failure_message, health, refresh, rotated_fields)
+    HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, refresh)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
 
@@ -199,20 +210,30 @@ def argument_spec() -> dict:
         health_url=dict(type='str'),
         retries=dict(type='int', default=3),
         ca_path=dict(type='path'),
-        headers=dict(type='dict'),
+        headers=dict(type='dict', no_log=True),
         expect=dict(type='str', default='any', choices=['any', 'healthy']),
     )
     return spec
 
 
-def read_token(params: dict):
-    """(store, refresh token bytes) for session_id; the token stays inside the module."""
+def hide(module: AnsibleModule, secrets) -> None:
+    """Ansible masks these in every result, message and log line from now on."""
+    for secret in secrets:
+        text = secret.decode('utf-8', 'replace') if isinstance(secret, bytes) else secret
+        if text:
+            module.no_log_values.add(text)
+
+
+def read_token(module: AnsibleModule):
+    """(store, refresh token bytes) for session_id; the token stays inside the module and is masked at once."""
+    params = module.params
     store = open_store(params)
     try:
         fields = store.get_session(params['session_id'])
     except StoreError:
         store.close()
         raise
+    hide(module, [value for name, value in (fields or {}).items() if name.endswith(b'_token')])
     token = (fields or {}).get(b'refresh_token')
     if not token:
         store.close()
@@ -222,34 +243,57 @@ def read_token(params: dict):
     return store, token
 
 
+def checked_http(params: dict) -> Http:
+    """The HTTP client, once every option it uses is known to be usable (nothing was called yet)."""
+    check_http_url(params['url'], 'url')
+    if params['health_url']:
+        check_http_url(params['health_url'], 'health_url')
+    if params['retries'] < 0:
+        raise HttpOptionError('retries cannot be negative; give 0 to try once')
+    return Http(check_timeout(params['timeout']), params['validate_certs'],
+                check_file(params['ca_path'], 'ca_path', 'the CA bundle that signed the endpoint\'s certificate'),
+                check_file(params['client_cert'], 'client_cert', 'the client certificate'),
+                check_file(params['client_key'], 'client_key', 'the key of client_cert'),
+                check_headers(params['headers']))
+
+
+def store_rotation(store, session_id: str, presented: bytes, fields: dict) -> str:
+    try:
+        return store.swap_tokens(session_id, presented, fields)
+    except StoreError as exc:
+        raise StoreError(f'the provider rotated the refresh token of session {session_id}, but storing the new one '
+                         f'failed ({exc}); the session now holds a revoked token: sign it in again') from None
+
+
 def run(module: AnsibleModule) -> dict:
     params = module.params
-    if params['retries'] < 0:
-        raise StoreError('retries cannot be negative; give 0 to try once')
     if params['write_back'] and not params['session_id']:
         raise StoreError('write_back needs session_id: without a session there is nowhere to store the rotated token')
-    http = Http(params['timeout'], params['validate_certs'], params['ca_path'], params['client_cert'],
-                params['client_key'], params['headers'])
+    http = checked_http(params)
     result = {'status': None, 'classification': 'skipped', 'error': None, 'error_description': None, 'attempts': 0,
               'elapsed_ms': 0, 'rotated': False, 'written_back': None, 'health_status': None,
               'refresh_skipped': module.check_mode}
     store = None
     try:
         if params['session_id']:
-            store, token = read_token(params)
+            store, token = read_token(module)
         else:
             token = (params['refresh_token'] or '').encode()
             if not token:
                 raise StoreError('give session_id (preferred) or refresh_token')
         if not module.check_mode:
-            outcome, tokens = refresh(http, params['url'], params['client_id'], token.decode('utf-8', 'replace'),
+            outcome, answer = refresh(http, params['url'], params['client_id'], token.decode('utf-8', 'replace'),
                                       params['retries'])
             result.update(outcome)
-            if tokens:
-                new_token = str(tokens.get('refresh_token') or '').encode()
-                result['rotated'] = bool(new_token) and new_token != token
-                if store is not None and result['rotated'] and params['write_back'] is not False:
-                    result['written_back'] = store.swap_tokens(params['session_id'], token, rotated_fields(tokens))
+            if answer is not None:
+                hide(module, answer_secrets(answer))
+                # the provider has rotated: the new token is stored before the rest of the answer is judged
+                fields, problem = read_rotation(answer, token)
+                result['rotated'] = bool(fields)
+                if store is not None and fields and params['write_back'] is not False:
+                    result['written_back'] = store_rotation(store, params['session_id'], token, fields)
+                if problem:
+                    result.update(classification=UNEXPECTED, error=problem)
     finally:
         if store is not None:
             store.close()
@@ -275,7 +319,7 @@ def main() -> None:
     )
     try:
         result = run(module)
-    except StoreError as exc:
+    except (StoreError, HttpOptionError) as exc:
         module.fail_json(msg=str(exc))
     wants_health = bool(module.params['health_url'])
     if module.params['expect'] == 'healthy' and not healthy_enough(result, module.check_mode, wants_health):

@@ -1,7 +1,8 @@
 """Every secret a test environment ever issued or holds, and a scan of outputs for any of them.
 
 A secret counts as leaked when it appears as it is, base64-encoded (a Basic header,
-a slurped file) or percent-encoded (a form body) in any text or file scanned.
+a slurped file: at any offset in the encoded data) or percent-encoded (a form body)
+in any text or file scanned.
 """
 
 from __future__ import annotations
@@ -25,10 +26,25 @@ def idp_tokens(db_path: str) -> set:
     return {value for row in rows for value in row if value}
 
 
+# Base64 characters that mix bits of the bytes before the secret, by the secret's offset (mod 3) in the encoded data.
+_LEADING_MIXED = {0: 0, 1: 2, 2: 3}
+# Base64 characters of the last, incomplete group that depend on the secret alone, by that group's length.
+_TRAILING_PURE = {0: 0, 1: 1, 2: 2}
+
+
+def _base64_forms(raw: bytes):
+    """The secret's base64 characters at each of the three offsets it can have in a longer encoded text
+    (a slurped file holds it anywhere): the characters that depend on the secret's bytes alone."""
+    for offset in (0, 1, 2):
+        encoded = base64.b64encode(bytes(offset) + raw).decode('ascii')
+        length = offset + len(raw)
+        end = 4 * (length // 3) + _TRAILING_PURE[length % 3]
+        yield encoded[_LEADING_MIXED[offset]:end]
+
+
 def _forms(secret: str):
     yield secret
-    raw = secret.encode('utf-8')
-    yield base64.b64encode(raw).decode('ascii').rstrip('=')
+    yield from _base64_forms(secret.encode('utf-8'))
     quoted = urllib.parse.quote(secret, safe='')
     if quoted != secret:
         yield quoted

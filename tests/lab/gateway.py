@@ -1,7 +1,7 @@
 """The lab's reference token gateway: a vLLM token service that behaves as the incident describes.
 
 - Reads the write-up's config file (vllm.yaml): ``session_state_store`` (``type``
-  redis or etcd, ``address``, ``refresh_on_startup``) and ``token_cache`` (``path``,
+  redis or etcd, ``address``, ``refresh_on_startup``, ``password`` for Redis) and ``token_cache`` (``path``,
   ``max_size``), plus an ``oauth`` section naming the identity provider.
 - Sessions live in the store as Redis hashes ``vllm:session:<id>`` (``access_token``,
   ``refresh_token``, ``expires_at``) or etcd JSON values under ``vllm/session/``.
@@ -13,6 +13,8 @@
 - With ``refresh_on_startup: true`` it removes sessions whose ``expires_at`` has passed
   when it starts; its own service session is created with client_credentials when missing.
 - ``POST /api/v1/sessions`` (lab only) signs a client in: a new session from the provider.
+- ``lab_echo_token: true`` (lab only) puts the presented token into the ``error_description``
+  of a rejected refresh and into its log, as careless gateways do: what the runbook must never print.
 
 Served by gunicorn (see labctl); ``create_app()`` reads the config path from VLLM_LAB_CONFIG.
 """
@@ -58,10 +60,11 @@ def parse_expiry(value) -> float | None:
 
 
 class RedisSessions:
-    def __init__(self, address: str):
+    def __init__(self, address: str, password: str | None = None):
         import redis  # pylint: disable=import-outside-toplevel
         host, _sep, port = address.rpartition(':')
-        self.client = redis.Redis(host=host or '127.0.0.1', port=int(port), socket_timeout=5, decode_responses=True)
+        self.client = redis.Redis(host=host or '127.0.0.1', port=int(port), password=password, socket_timeout=5,
+                                  decode_responses=True)
 
     def get(self, sid: str) -> dict | None:
         return self.client.hgetall(SESSION_PREFIX + sid) or None
@@ -178,11 +181,13 @@ class Gateway:
         self.config = config
         self.log = _logger(config.get('log_file'))
         store = config['session_state_store']
-        self.sessions = EtcdSessions(store['address']) if store.get('type') == 'etcd' else RedisSessions(store['address'])
+        self.sessions = (EtcdSessions(store['address']) if store.get('type') == 'etcd'
+                         else RedisSessions(store['address'], store.get('password')))
         cache = config['token_cache']
         self.cache = TokenCache(cache['path'], int(cache.get('max_size', 1000)), self.log)
         self.oauth = config['oauth']
         self.service_session = config.get('service_session_id', 'svc')
+        self.echo_token = bool(config.get('lab_echo_token'))
         if store.get('refresh_on_startup'):
             self.sweep_expired()
         self.ensure_service_session()
@@ -253,12 +258,18 @@ class Gateway:
                 return candidate
         return None
 
+    def rejected(self, presented: str) -> dict:
+        if self.echo_token:
+            self.log.info('Refresh rejected for token %s', presented)
+            return dict(REVOKED, error_description=f'Refresh token {presented} has been revoked')
+        return REVOKED
+
     def refresh(self, presented: str, client_id: str):
         sid = self.find_session(presented)
         if sid is None:
             self.log.warning('Invalid token in session state (session_id=unknown)')
             self.log.error('Failed to refresh token: authentication failed (client_id=%s)', client_id)
-            return 401, REVOKED
+            return 401, self.rejected(presented)
         cached = self.cache.get(sid)
         stored = self.sessions.get(sid) or {}
         # trusted first: the cache's refresh token wins over the store's and the caller's
@@ -270,7 +281,7 @@ class Gateway:
                 self.log.error('TokenRefreshError: token expired for session %s', sid)
                 self.log.warning('Invalid token in session state (session_id=%s)', sid)
                 self.log.error('Failed to refresh token: authentication failed (client_id=%s)', client_id)
-                return 401, REVOKED
+                return 401, self.rejected(presented)
             self.log.error('Failed to refresh token: provider answered %s (client_id=%s)', exc.status, client_id)
             return 502, {'error': 'provider_error'}
         except (urllib.error.URLError, OSError) as exc:

@@ -1,6 +1,6 @@
 """Drive the incident lab: up, snapshot, rotate, restore, down (and status, restart, refresh).
 
-    python -m lab.labctl --state DIR up [--sessions N] [--tls]
+    python -m lab.labctl --state DIR up [--sessions N] [--tls] [--redis-password P] [--echo-token]
     python -m lab.labctl --state DIR snapshot     # Redis SAVE + copies of the RDB and token_cache.db (mtime kept)
     python -m lab.labctl --state DIR rotate       # every session refreshed at the provider: the snapshot's tokens are revoked
     python -m lab.labctl --state DIR restore      # stop, put the RDB and the cache back, start
@@ -149,10 +149,13 @@ class Lab:
     def _start_redis(self) -> None:
         os.makedirs(self.path('redis'), exist_ok=True)
         conf = self.path('redis', 'redis.conf')
+        lines = [f'port {self.state["ports"]["redis"]}', 'bind 127.0.0.1', f'dir {self.path("redis")}',
+                 'dbfilename dump.rdb', 'save ""', 'appendonly no', 'daemonize no', f'logfile {self.path("logs", "redis.log")}']
+        if self.state.get('redis_password'):
+            lines.append(f'requirepass {self.state["redis_password"]}')
         with open(conf, 'w', encoding='utf-8') as handle:
-            handle.write('\n'.join([f'port {self.state["ports"]["redis"]}', 'bind 127.0.0.1', f'dir {self.path("redis")}',
-                                    'dbfilename dump.rdb', 'save ""', 'appendonly no', 'daemonize no',
-                                    f'logfile {self.path("logs", "redis.log")}']) + '\n')
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write('\n'.join(lines) + '\n')
         self._spawn('redis', [require_binary('redis-server'), conf])
 
     def _wait_redis(self) -> None:
@@ -160,7 +163,8 @@ class Lab:
 
     def _redis(self):
         import redis  # pylint: disable=import-outside-toplevel
-        return redis.Redis(host='127.0.0.1', port=self.state['ports']['redis'], socket_timeout=5, decode_responses=True)
+        return redis.Redis(host='127.0.0.1', port=self.state['ports']['redis'], password=self.state.get('redis_password'),
+                           socket_timeout=5, decode_responses=True)
 
     def _gunicorn(self, app: str, port: int, tls: bool = False) -> list:
         files = self.state.get('tls_files', {}) if tls else {}
@@ -204,7 +208,9 @@ class Lab:
 
     # ---- the commands ------------------------------------------------------------------------
 
-    def up(self, sessions: int = 5, tls: bool = False) -> dict:
+    def up(self, sessions: int = 5, tls: bool = False, redis_password: str | None = None, echo_token: bool = False) -> dict:
+        """Start the lab; with ``redis_password`` Redis requires it (requirepass) and vllm.yaml and the inventory carry it;
+        with ``echo_token`` the gateway repeats a rejected refresh token in its error (lab_echo_token)."""
         if self.state.get('pids'):
             raise LabError(f'the lab in {self.dir} is already up; run down first')
         for directory in ('data', 'logs', 'idp', 'redis', 'snapshot'):
@@ -212,6 +218,10 @@ class Lab:
         self.state = {'ports': {'redis': free_port(), 'idp': free_port(), 'gateway': free_port()},
                       'tls': tls, 'sessions': [f's{i}' for i in range(sessions)] + ['probe'],
                       'service_session': 'svc', 'started_at': time.time()}
+        if redis_password:
+            self.state['redis_password'] = redis_password
+        if echo_token:
+            self.state['echo_token'] = True
         if tls:
             files = TlsFiles(self.path('tls'))
             self.state['tls_files'] = {'ca': files.ca_cert, 'cert': files.server_cert, 'key': files.server_key}
@@ -241,6 +251,10 @@ class Lab:
             'service_session_id': self.state['service_session'],
             'log_file': self.log_path,
         }
+        if self.state.get('redis_password'):
+            config['session_state_store']['password'] = self.state['redis_password']
+        if self.state.get('echo_token'):
+            config['lab_echo_token'] = True
         with open(self.config_path, 'w', encoding='utf-8') as handle:
             yaml.safe_dump(config, handle, sort_keys=False)
 
@@ -333,6 +347,8 @@ class Lab:
             'vllm_dr_backup_dir': self.path('backups'),
             'vllm_dr_report_dir': report_dir or self.path('reports'),
         }
+        if self.state.get('redis_password'):
+            host['vllm_dr_store']['login_password'] = self.state['redis_password']
         if self.state.get('tls'):
             host['vllm_dr_http'] = {'ca_path': self.state['tls_files']['ca']}
         return {'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}
@@ -353,6 +369,8 @@ def main(argv=None) -> int:
     up = sub.add_parser('up')
     up.add_argument('--sessions', type=int, default=5)
     up.add_argument('--tls', action='store_true')
+    up.add_argument('--redis-password', help='make Redis require this password (requirepass)')
+    up.add_argument('--echo-token', action='store_true', help='the gateway repeats a rejected token in its error')
     for name in ('snapshot', 'rotate', 'restore', 'restart', 'down', 'status'):
         sub.add_parser(name)
     refresh = sub.add_parser('refresh')
@@ -363,7 +381,7 @@ def main(argv=None) -> int:
     lab = Lab(args.state)
     try:
         if args.command == 'up':
-            result = lab.up(args.sessions, args.tls)
+            result = lab.up(args.sessions, args.tls, args.redis_password, args.echo_token)
         elif args.command == 'vars':
             print(yaml.safe_dump(lab.inventory(args.report_dir)['all']['children']['vllm']['hosts']['lab'],
                                  sort_keys=False), end='')
