@@ -196,7 +196,8 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._http_options imp
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
     HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, refresh)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
+    SESSION_STORE_RULES, open_store, session_store_argument_spec)
 
 
 def argument_spec() -> dict:
@@ -316,6 +317,7 @@ def main() -> None:
         mutually_exclusive=[('refresh_token', 'session_id')],
         required_one_of=[('refresh_token', 'session_id')],
         supports_check_mode=True,
+        **SESSION_STORE_RULES,
     )
     try:
         result = run(module)
