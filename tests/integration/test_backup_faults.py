@@ -319,3 +319,45 @@ def test_etcd_restore_writes_only_keys_under_the_prefix(tmp_path, etcd_server):
     listed = subprocess.run(['etcdctl', f'--endpoints={etcd_server.url}', 'get', '', '--prefix', '--keys-only'],
                             capture_output=True, text=True, check=True).stdout.split()
     assert 'faults/session/ok' in listed and 'admin/injected' not in listed
+
+
+def churn(server, stop: threading.Event, fillers: int = 60000):
+    """Other keys of the same database added and removed in bulk, so that the table grows and shrinks under the SCAN.
+
+    With the fillers the table has 2**17 buckets; without them the sessions fill under a
+    tenth of it, and the server's cron (ten times a second) shrinks it: SCAN then lists
+    again some keys of the buckets it had just visited.
+    """
+    client = server.client()
+    names = [f'filler:{i}' for i in range(fillers)]
+    while not stop.is_set():
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.set(name, 'x')
+        pipe.execute()
+        time.sleep(0.15)
+        for start in range(0, fillers, 10000):
+            client.unlink(*names[start:start + 10000])
+        time.sleep(0.25)
+
+
+@pytest.mark.slow
+def test_keys_scan_lists_twice_while_the_table_resizes_are_judged_and_restored_once(tmp_path, server):
+    client = server.client()
+    seed(client, expired=5000)
+    original = sessions(client)
+    stop = threading.Event()
+    resizer = threading.Thread(target=churn, args=(server, stop), daemon=True)
+    resizer.start()
+    try:
+        backup = tmp_path / 'sessions.jsonl'
+        swept = run_sweep(tmp_path, server, state='swept', backup_path=str(backup), max_rate=250, batch_size=100)
+    finally:
+        stop.set()
+        resizer.join()
+    assert swept['_rc'] == 0, swept.get('msg')
+    assert (swept['scanned'], swept['matched'], swept['deleted']) == (5000, 5000, 5000)
+    assert not sessions(client) and set(restorable(backup)) == set(original)
+    back = run_sweep(tmp_path, server, state='restored', backup_path=str(backup))
+    assert back['restored'] == 5000
+    assert sessions(client) == original
