@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.parse
 
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.urls import Request
 
 from ._http_options import HttpOptionError, check_file, check_http_url
 from ._session_errors import StoreError
@@ -36,6 +36,7 @@ class Introspector:
             raise StoreError(str(exc)) from None
         self.timeout = timeout
         self.validate_certs = validate_certs
+        self._request = _reusable_request(timeout, validate_certs, self.ca_path)
         pair = f'{urllib.parse.quote(client_id, safe="")}:{urllib.parse.quote(client_secret or "", safe="")}'
         self._headers = {
             'Authorization': 'Basic ' + base64.b64encode(pair.encode()).decode('ascii'),
@@ -48,8 +49,7 @@ class Introspector:
         body = urllib.parse.urlencode({'token': token.decode('utf-8', 'replace'), 'token_type_hint': hint})
         self.calls += 1
         try:
-            response = open_url(self.url, data=body, headers=self._headers, method='POST', timeout=self.timeout,
-                                validate_certs=self.validate_certs, ca_path=self.ca_path)
+            response = self._request.open('POST', self.url, data=body, headers=self._headers)
             reply = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
@@ -65,3 +65,17 @@ class Introspector:
             raise StoreError(f'the introspection endpoint {self.url} did not answer per RFC 7662 (no "active"); '
                              'check introspection_url')
         return reply['active'] is True
+
+
+def _reusable_request(timeout: float, validate_certs: bool, ca_path):
+    """An HTTP client for many requests: its TLS context is made once.
+
+    Making a TLS context reads the CA bundle, and open_url makes one per request (about a
+    tenth of a second); select=revoked asks once per session.
+    """
+    settings = dict(timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
+    try:
+        from ansible.module_utils.urls import make_context  # pylint: disable=import-outside-toplevel
+        return Request(context=make_context(cafile=ca_path, validate_certs=validate_certs), **settings)
+    except (ImportError, TypeError):  # an ansible-core without a reusable context
+        return Request(**settings)

@@ -247,14 +247,14 @@ class _Introspection(http.server.BaseHTTPRequestHandler):
 
 def test_a_sweep_stopped_by_the_identity_provider_reports_what_it_deleted(tmp_path, server):
     client = server.client()
-    seed(client, valid=3000)
+    seed(client, valid=600)
     original = sessions(client)
-    _Introspection.budget = 2500
+    _Introspection.budget = 500
     httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Introspection)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         backup = tmp_path / 'sessions.jsonl'
-        failed = run_sweep(tmp_path, server, state='swept', select='revoked', batch_size=100, backup_path=str(backup),
+        failed = run_sweep(tmp_path, server, state='swept', select='revoked', batch_size=50, backup_path=str(backup),
                            introspection_url=f'http://127.0.0.1:{httpd.server_port}/introspect',
                            introspection_client_id='vllm-dr', introspection_client_secret='s3cret-introspection')
     finally:
