@@ -157,7 +157,7 @@ def test_three_sweeps_at_once_into_one_backup_file_one_writes_and_nothing_is_los
     seed(client, expired=50000, valid=100)
     original = sessions(client)
     backup = tmp_path / 'sessions.jsonl'
-    processes = [start_sweep(tmp_path, server, state='swept', backup_path=str(backup), batch_size=200) for _ in range(3)]
+    processes = [start_sweep(tmp_path, server, state='swept', backup_path=str(backup), batch_size=200) for _run in range(3)]
     results = [wait_sweep(process) for process in processes]
     for result in results:
         assert result['_rc'] == 0 or 'is being written by another run right now' in result['msg'], result.get('msg')

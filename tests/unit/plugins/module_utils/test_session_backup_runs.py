@@ -119,7 +119,7 @@ def test_format_1_files_still_read_with_not_deleted_by_key(tmp_path):
 def test_the_file_is_read_backwards_across_blocks_line_by_line(tmp_path, monkeypatch):
     monkeypatch.setattr(_session_backup, '_BLOCK', 7)
     rng = random.Random(5)
-    lines = [b'x' * rng.randint(0, 20) for _ in range(200)]
+    lines = [b'x' * rng.randint(0, 20) for _line in range(200)]
     for ending in (b'\n', b''):
         path = tmp_path / f'lines{len(ending)}'
         path.write_bytes(b'\n'.join(lines) + ending)
