@@ -1,9 +1,12 @@
 # Copyright (c) 2026, inferops SRE
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""When a Deployment's rollout is finished, judged as `kubectl rollout status` judges it, and what to say when not."""
+"""A Deployment on the API server: when its rollout is finished (as `kubectl rollout status` judges it) and what to say
+when not, which pods are its own, and what the purge needs of it before it changes anything."""
 
 from __future__ import annotations
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
 
 REVISION = 'deployment.kubernetes.io/revision'
 
@@ -86,9 +89,6 @@ def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, 
     namespace list, `config_maps` what reading the ConfigMap by name returned, `expected_pods` the pods the diagnosis
     reached (the purge runs in them).
     """
-    # deferred: the YAML editor is only needed here, and plugin_utils modules import each other lazily
-    from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
-
     problems = []
     where = f'in namespace {namespace}'
     if not config_maps:

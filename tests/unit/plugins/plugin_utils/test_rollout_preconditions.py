@@ -84,10 +84,10 @@ def test_an_immutable_configmap_that_needs_no_edit_is_no_problem():
 
 @pytest.mark.parametrize('kwargs, expected', [
     ({'config_maps': []}, r'^ConfigMap vllm-config not found in namespace ns; set vllm_dr_k8s_config_map'),
-    ({'config_maps': [{'data': {'other': 'x'}}]}, r'^ConfigMap vllm-config in namespace ns has no key vllm\.yaml '
-                                                 r'\(keys: other\); set vllm_dr_k8s_config_key'),
-    ({'config_maps': [{'data': {'vllm.yaml': 'a: [1\n'}}]}, r'^vllm\.yaml in ConfigMap vllm-config in namespace ns: '
-                                                           r'the document is not valid YAML'),
+    ({'config_maps': [{'data': {'other': 'x'}}]},
+     r'^ConfigMap vllm-config in namespace ns has no key vllm\.yaml \(keys: other\); set vllm_dr_k8s_config_key'),
+    ({'config_maps': [{'data': {'vllm.yaml': 'a: [1\n'}}]},
+     r'^vllm\.yaml in ConfigMap vllm-config in namespace ns: the document is not valid YAML'),
     ({'config_maps': [{'data': {'vllm.yaml': CONFIG}, 'immutable': True}]},
      r'^ConfigMap vllm-config in namespace ns is immutable'),
     ({'dep': deployment(paused=True)}, r'^Deployment vllm in namespace ns is paused.*rollout resume deployment/vllm'),
