@@ -73,7 +73,7 @@ class KubeCluster:
         pid = self.component_pids()[name]
         with open(f'/proc/{pid}/cmdline', 'rb') as handle:
             argv = [arg.decode() for arg in handle.read().split(b'\0') if arg]
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and os.path.exists(f'/proc/{pid}'):
             try:
