@@ -1,9 +1,12 @@
 # Copyright (c) 2026, inferops SRE
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""When a Deployment's rollout is finished, judged as `kubectl rollout status` judges it, and what to say when not."""
+"""A Deployment on the API server: when its rollout is finished (as `kubectl rollout status` judges it) and what to say
+when not, which pods are its own, and what the purge needs of it before it changes anything."""
 
 from __future__ import annotations
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
 
 REVISION = 'deployment.kubernetes.io/revision'
 
@@ -51,3 +54,89 @@ def new_replicaset_hash(replicasets: list, deployment: dict) -> str | None:
         if owners and (rs_meta.get('annotations') or {}).get(REVISION) == revision:
             return (rs_meta.get('labels') or {}).get('pod-template-hash')
     return None
+
+
+def _meta(obj: dict) -> dict:
+    return (obj or {}).get('metadata') or {}
+
+
+def _owned_by(obj: dict, kind: str, uids: set) -> bool:
+    return any(owner.get('kind') == kind and owner.get('uid') in uids for owner in _meta(obj).get('ownerReferences') or [])
+
+
+def deployment_pods(pods: list, replicasets: list, deployment: dict) -> list:
+    """The pods of this Deployment: owned by one of its ReplicaSets (matched by uid), not merely matching its selector.
+
+    Two Deployments may share a selector (a canary); only the ownership chain tells their pods apart.
+    """
+    uid = _meta(deployment).get('uid')
+    owned = {_meta(rs).get('uid') for rs in replicasets or [] if _owned_by(rs, 'Deployment', {uid})}
+    return [pod for pod in pods or [] if _owned_by(pod, 'ReplicaSet', owned)]
+
+
+def running_pods(pods: list) -> list:
+    """Pods in phase Running and not being deleted."""
+    return [pod for pod in pods or []
+            if (pod.get('status') or {}).get('phase') == 'Running' and not _meta(pod).get('deletionTimestamp')]
+
+
+def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, config_maps: list, *,
+                        namespace: str, config_map: str, config_key: str, edit_path: str, edit_value,
+                        expected_pods: list = ()) -> list:
+    """Every reason the purge cannot run to its end, one line each, judged before it changes anything.
+
+    `deployment` is the named Deployment (None when gone), `pods`/`replicasets` everything the selector and the
+    namespace list, `config_maps` what reading the ConfigMap by name returned, `expected_pods` the pods the diagnosis
+    reached (the purge runs in them).
+    """
+    problems = []
+    where = f'in namespace {namespace}'
+    if not config_maps:
+        problems.append(f'ConfigMap {config_map} not found {where}; set vllm_dr_k8s_config_map to the ConfigMap '
+                        'that carries vllm.yaml')
+    else:
+        data = config_maps[0].get('data') or {}
+        if config_key not in data:
+            problems.append(f'ConfigMap {config_map} {where} has no key {config_key} (keys: '
+                            f'{", ".join(sorted(data)) or "none"}); set vllm_dr_k8s_config_key to the key that holds '
+                            'vllm.yaml')
+        else:
+            try:
+                edit = set_key(data[config_key], edit_path, edit_value)
+            except YamlEditError as exc:
+                problems.append(f'{config_key} in ConfigMap {config_map} {where}: {exc}')
+            else:
+                if edit['changed'] and config_maps[0].get('immutable'):
+                    problems.append(f'ConfigMap {config_map} {where} is immutable, so {edit_path} cannot be set; '
+                                    f'recreate it with {edit_path}: {str(edit_value).lower()} (or without '
+                                    'immutable: true), then re-run')
+    if not deployment:
+        problems.append(f'the Deployment is gone from namespace {namespace}; re-run to find the workload again')
+        return problems
+    name = _meta(deployment).get('name')
+    if (deployment.get('spec') or {}).get('paused'):
+        problems.append(f'Deployment {name} {where} is paused, so its restart would never roll out; resume it '
+                        f'(kubectl -n {namespace} rollout resume deployment/{name}), then re-run')
+    running = {_meta(pod).get('name') for pod in running_pods(deployment_pods(pods, replicasets, deployment))}
+    if not running:
+        problems.append(f'Deployment {name} {where} has no running pod; the cache cannot be reached, start the '
+                        'workload, then re-run')
+    gone = [pod for pod in expected_pods or [] if pod not in running]
+    if running and gone:
+        problems.append(f'pod{"s" if len(gone) > 1 else ""} {", ".join(gone)} of Deployment {name} '
+                        f'{"are" if len(gone) > 1 else "is"} no longer running (replaced since the diagnosis); '
+                        're-run to reach the pods running now')
+    return problems
+
+
+def wait_outcome(result: dict) -> str:
+    """What one read of the Deployment during a rollout wait says: 'complete', 'progressing', 'gone' or 'error'.
+
+    A failed read (the API server restarting, a dropped connection) is 'error': the wait goes on until its deadline.
+    """
+    if not isinstance(result, dict) or result.get('failed') or 'resources' not in result:
+        return 'error'
+    resources = result.get('resources') or []
+    if not resources:
+        return 'gone'
+    return 'complete' if rollout_complete(resources[0]) else 'progressing'

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -36,6 +37,7 @@ class KubeCluster:
         self.owned = False
         self.kubeconfig = os.environ.get('KUBECONFIG', '')
         self.bin_dir = ''
+        self.state_dir = os.path.join(workdir, 'clusters')
 
     def __enter__(self) -> 'KubeCluster':
         if self.kubeconfig:
@@ -43,7 +45,7 @@ class KubeCluster:
             if not self.bin_dir:
                 raise KubeError('KUBECONFIG is set but kubectl is not on PATH; install kubectl or unset KUBECONFIG')
             return self
-        env = dict(os.environ, VLLM_DR_K8S_NAME=self.name, VLLM_DR_K8S_STATE=os.path.join(self.workdir, 'clusters'))
+        env = dict(os.environ, VLLM_DR_K8S_NAME=self.name, VLLM_DR_K8S_STATE=self.state_dir)
         self.bin_dir = subprocess.run(['bash', BUILD_SH], check=True, capture_output=True, text=True).stdout.strip()
         out = subprocess.run(['bash', CLUSTER_SH, 'up'], env=env, capture_output=True, text=True, check=False)
         if out.returncode != 0:
@@ -56,6 +58,40 @@ class KubeCluster:
     def __exit__(self, *exc) -> None:
         if self.owned:
             subprocess.run(['bash', CLUSTER_SH, 'down'], env=self._env, capture_output=True, check=False)
+
+    def component_pids(self) -> dict:
+        """component name -> pid of each process of the cluster this suite started (kwokctl's pid files)."""
+        pids_dir = os.path.join(self.state_dir, 'clusters', self.name, 'pids')
+        pids = {}
+        for name in sorted(os.listdir(pids_dir)) if self.owned and os.path.isdir(pids_dir) else []:
+            with open(os.path.join(pids_dir, name), encoding='utf-8') as handle:
+                pids[name[:-len('.pid')]] = int(handle.read().strip())
+        return pids
+
+    def stop_component(self, name: str) -> list:
+        """Stop one process of the suite's cluster (e.g. kube-apiserver); return its command line for start_component."""
+        pid = self.component_pids()[name]
+        with open(f'/proc/{pid}/cmdline', 'rb') as handle:
+            argv = [arg.decode() for arg in handle.read().split(b'\0') if arg]
+        os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and os.path.exists(f'/proc/{pid}'):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    break
+            except ChildProcessError:
+                pass
+            time.sleep(0.1)
+        return argv
+
+    def start_component(self, name: str, argv: list) -> None:
+        """Start a stopped process of the cluster again, as kwokctl started it (its pid file updated for `down`)."""
+        cluster_dir = os.path.join(self.state_dir, 'clusters', self.name)
+        with open(os.path.join(cluster_dir, 'logs', f'{name}.log'), 'ab') as log:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cluster_dir,  # pylint: disable=consider-using-with
+                                       start_new_session=True)
+        with open(os.path.join(cluster_dir, 'pids', f'{name}.pid'), 'w', encoding='utf-8') as handle:
+            handle.write(str(process.pid))
 
     @property
     def kubectl_path(self) -> str:
@@ -197,6 +233,9 @@ class GatewayRuntime:
         return newest['metadata']['labels'].get('pod-template-hash')
 
     def _restart_gateway(self) -> None:
+        # the gateway may have been restarted by labctl in another process (the drill's restore command): its pid is
+        # on disk, not in this process's copy of the lab's state
+        self.lab.state = self.lab._load()  # pylint: disable=protected-access
         self.lab.stop_gateway()
         config = self.cluster.get('configmap', 'vllm-config', self.namespace)['data']['vllm.yaml']
         with open(self.lab.config_path, 'w', encoding='utf-8') as handle:

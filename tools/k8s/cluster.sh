@@ -9,7 +9,8 @@
 #   tools/k8s/cluster.sh status  print the kubeconfig path if the cluster answers, else exit 1
 #
 # VLLM_DR_K8S_NAME names the cluster (default vllm-dr); its state lives under VLLM_DR_K8S_STATE
-# (default ~/.cache/inferops-vllm-dr/clusters). All ports are free loopback ports picked by kwokctl.
+# (default ~/.cache/inferops-vllm-dr/clusters). All ports are free ports picked by kwokctl, and every component
+# listens on 127.0.0.1 only (kwokctl.yaml: kwokctl's own default is every address).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +21,7 @@ kubeconfig="$state/$name.kubeconfig"
 
 die() { echo "k8s cluster: $*" >&2; exit 1; }
 
-kwokctl() { "$bin/kwokctl" --name "$name" "$@"; }
+kwokctl() { "$bin/kwokctl" --config "$here/kwokctl.yaml" --name "$name" "$@"; }
 
 answers() {
     [[ -f "$kubeconfig" ]] && "$bin/kubectl" --kubeconfig "$kubeconfig" --request-timeout 5s get --raw /readyz >/dev/null 2>&1

@@ -70,16 +70,15 @@ class Workload:
         return self.kube.running_pods(self.namespace)
 
 
-@pytest.fixture
-def workload(kwok, tmp_path):
-    """After the incident: snapshot, rotation at the provider, restore; the Deployment rolled out with 2 pods."""
+def _workload(kwok, tmp_path, incident: bool):
     lab = Lab(str(tmp_path / 'lab'))
     lab.up(sessions=3)
     namespace = f'vllm-{uuid.uuid4().hex[:8]}'
     try:
-        lab.snapshot()
-        lab.rotate()
-        lab.restore()
+        if incident:
+            lab.snapshot()
+            lab.rotate()
+            lab.restore()
         kwok.apply(*vllm_workload(namespace, lab))
         kwok.rollout_status(namespace)
         with GatewayRuntime(kwok, namespace, lab) as runtime:
@@ -90,3 +89,15 @@ def workload(kwok, tmp_path):
     finally:
         delete_workload(kwok, namespace)
         lab.down()
+
+
+@pytest.fixture
+def workload(kwok, tmp_path):
+    """After the incident: snapshot, rotation at the provider, restore; the Deployment rolled out with 2 pods."""
+    yield from _workload(kwok, tmp_path, incident=True)
+
+
+@pytest.fixture
+def healthy_workload(kwok, tmp_path):
+    """Before the incident: the Deployment rolled out with 2 pods, every session current (for the drill)."""
+    yield from _workload(kwok, tmp_path, incident=False)

@@ -1,0 +1,89 @@
+"""The runbook on the Kubernetes suite's workload: run it, and read what it changed in the cluster and the lab."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+
+import redis
+import yaml
+
+from harness.playbooks import ROOT, playbook
+
+RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
+
+
+def run(workload, *extra, inventory=None):
+    return playbook(inventory or workload.inventory_path, 'dr_restore.yml', *extra, env=workload.kube.env)
+
+
+def digest(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, 'rb') as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def store(workload):
+    return redis.Redis(host='127.0.0.1', port=workload.lab.state['ports']['redis'], socket_timeout=5)
+
+
+def report(workload) -> dict:
+    with open(workload.reports / 'lab.json', encoding='utf-8') as handle:
+        return json.load(handle)
+
+
+def pod_hashes(workload) -> set:
+    return {pod['metadata']['labels']['pod-template-hash']
+            for pod in workload.kube.get('pods', namespace=workload.namespace, selector='app=vllm')['items']}
+
+
+def current_hash(workload) -> str:
+    deployment = workload.deployment()
+    revision = deployment['metadata']['annotations']['deployment.kubernetes.io/revision']
+    for replicaset in workload.kube.get('replicasets', namespace=workload.namespace)['items']:
+        if replicaset['metadata']['annotations'].get('deployment.kubernetes.io/revision') == revision:
+            return replicaset['metadata']['labels']['pod-template-hash']
+    raise AssertionError('no ReplicaSet at the Deployment revision')
+
+
+def cluster_state(workload) -> dict:
+    """Everything in the namespace the runbook could change, by resourceVersion."""
+    kube, namespace = workload.kube, workload.namespace
+    items = {}
+    for kind in ('deployments', 'replicasets', 'pods', 'configmaps'):
+        for item in kube.get(kind, namespace=namespace)['items']:
+            items[f"{kind}/{item['metadata']['name']}"] = item['metadata']['resourceVersion']
+    return items
+
+
+def rbac_documents(namespace: str, drop_verb: tuple | None = None) -> list:
+    """The shipped RBAC for a workload in `namespace`, optionally with one verb taken away."""
+    with open(RBAC, encoding='utf-8') as handle:
+        documents = yaml.safe_load(handle)['items']
+    for doc in documents:
+        if doc['metadata']['namespace'] == 'vllm':
+            doc['metadata']['namespace'] = namespace
+        for subject in doc.get('subjects', []):
+            subject['namespace'] = namespace
+        for rule in doc.get('rules', []) if drop_verb else []:
+            if drop_verb[1] in rule['resources']:
+                rule['verbs'] = [verb for verb in rule['verbs'] if verb != drop_verb[0]]
+        if 'rules' in doc:
+            doc['rules'] = [rule for rule in doc['rules'] if rule['verbs']]
+    return documents
+
+
+def service_account_kubeconfig(workload, tmp_path) -> str:
+    kube = workload.kube
+    token = kube.kubectl('-n', workload.namespace, 'create', 'token', 'vllm-dr', '--duration=1h').strip()
+    config = yaml.safe_load(kube.kubectl('config', 'view', '--raw', '--minify', '-o', 'yaml'))
+    config = copy.deepcopy(config)
+    config['users'] = [{'name': 'vllm-dr', 'user': {'token': token}}]
+    config['contexts'][0]['context']['user'] = 'vllm-dr'
+    path = tmp_path / 'vllm-dr.kubeconfig'
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return str(path)

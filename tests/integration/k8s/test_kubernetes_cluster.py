@@ -1,0 +1,42 @@
+"""The suite's own control plane: what it exposes on this machine."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+
+LOOPBACK = re.compile(r'^(127\.\d+\.\d+\.\d+|\[::1\]|\[::ffff:127\.\d+\.\d+\.\d+\]):\d+$')
+
+
+def listeners() -> list:
+    """(local address:port, pids) of every listening TCP socket on this machine (`ss -ltnp`)."""
+    out = subprocess.run(['ss', '-Hltnp'], capture_output=True, text=True, check=True, timeout=30).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        found.append((fields[3], {int(pid) for pid in re.findall(r'pid=(\d+)', line)}))
+    return found
+
+
+def test_the_suite_cluster_listens_on_loopback_only(kube):
+    if not kube.owned:
+        pytest.skip('the cluster named by KUBECONFIG is not this suite\'s own; its listeners are not ours to judge')
+    pids = kube.component_pids()
+    assert {'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok-controller'} <= set(pids), pids
+    # the controllers open their ports a little after the API server answers: give them a few seconds
+    deadline = time.monotonic() + 20
+    while True:
+        sockets = listeners()
+        by_component = {name: [address for address, owners in sockets if pid in owners] for name, pid in pids.items()}
+        if all(by_component.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    # the cluster's servers were found listening (a test that saw no socket would prove nothing)
+    for name in ('etcd', 'kube-apiserver', 'kwok-controller'):
+        assert by_component[name], f'{name} (pid {pids[name]}) has no listening socket: {by_component}'
+    exposed = {name: [address for address in addresses if not LOOPBACK.match(address)]
+               for name, addresses in by_component.items()}
+    assert not any(exposed.values()), f'listening beyond loopback: {exposed}'
