@@ -11,7 +11,7 @@ version_added: 0.1.0
 description:
   - True when the controller observed the latest generation, every wanted replica is updated and available,
     and no replica of an older ReplicaSet is counted, as C(kubectl rollout status) decides.
-  - Its companions in the same file are P(inferops.vllm_dr.rollout_status#filter) and
+  - Its companions are P(inferops.vllm_dr.rollout_status#filter) and
     P(inferops.vllm_dr.rollout_new_hash#filter).
 options:
   _input:
@@ -40,21 +40,9 @@ _value:
   type: bool
 """
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
-    new_replicaset_hash,
-    rollout_complete,
-    rollout_status,
-)
-
-
-def rollout_new_hash(replicasets, deployment):
-    return new_replicaset_hash(replicasets, deployment)
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import rollout_complete
 
 
 class FilterModule:
     def filters(self):
-        return {
-            'rollout_complete': rollout_complete,
-            'rollout_status': rollout_status,
-            'rollout_new_hash': rollout_new_hash,
-        }
+        return {'rollout_complete': rollout_complete}

@@ -15,7 +15,7 @@ description:
   - Two hosts share a store when their connection options name the same server (C(login_host), C(login_port)),
     Sentinels and service, or etcd endpoints, and the same database and key pattern or prefix. Credentials play
     no part. Two different seed nodes of one Redis Cluster are not recognised as one store.
-  - Only hosts that set the fact C(_vllm_dr_sweep_store) (their C(vllm_dr_store)) take part: a host that has
+  - Only hosts that set the fact C(_vllm_dr_sweep_store) (their C(vllm_dr_store)) take part; a host that has
     nothing to purge sweeps nothing.
 options:
   _input:
