@@ -60,6 +60,7 @@ molecule: deps
 # The CI recipes (extensions/ci/), offline: actionlint (built from the Go module proxy once, cached in
 # ~/.cache/inferops-vllm-dr; shellcheck checks the run: scripts) and check-jsonschema's bundled schemas.
 # tests/integration/test_ci_recipes.py runs their commands against the lab.
+# check-jsonschema comes from tests/requirements.txt
 CHECK_JSONSCHEMA ?= $(BIN)/check-jsonschema
 ci-lint: deps
 	bash tools/ci/actionlint.sh -no-color extensions/ci/github/*.yml

@@ -78,6 +78,21 @@ def run_recipe(recipe: str, workspace) -> tuple:
     return job, job.step('script').exit_code, job.step('after_script').output
 
 
+def drill(recipe: str, lab, tmp_path, outcome: str) -> tuple:
+    """The recipe run on a checkout for this outcome: (workspace, job run, drill exit code, text shown).
+    Whatever the outcome, no secret is in the checkout, the job's output or any report."""
+    workspace = tmp_path / 'workspace'
+    inventory_text = checkout(lab, workspace, outcome)
+    job, drill_exit, shown = run_recipe(recipe, workspace)
+    assert all(secret not in inventory_text for secret in SECRETS.values()), 'secrets come from the environment'
+    assert all(secret not in job.output for secret in SECRETS.values())
+    for path in glob.glob(str(workspace / 'reports' / '**' / '*'), recursive=True) + [str(workspace / 'step-summary.md')]:
+        if os.path.isfile(path):
+            text = open(path, encoding='utf-8').read()
+            assert all(secret not in text for secret in SECRETS.values()), path
+    return workspace, job, drill_exit, shown
+
+
 def runbook_junit(workspace) -> ElementTree.Element:
     return ElementTree.parse(workspace / 'reports' / 'vllm_dr' / 'lab.junit.xml').getroot().find('testsuite')
 
@@ -93,49 +108,32 @@ def failures(suite) -> dict:
             if case.find('failure') is not None}
 
 
-def assert_no_secret_anywhere(workspace, job, inventory_text):
-    assert all(secret not in inventory_text for secret in SECRETS.values()), 'secrets come from the environment'
-    assert all(secret not in job.output for secret in SECRETS.values())
-    for path in glob.glob(str(workspace / 'reports' / '**' / '*'), recursive=True) + [str(workspace / 'step-summary.md')]:
-        if os.path.isfile(path):
-            text = open(path, encoding='utf-8').read()
-            assert all(secret not in text for secret in SECRETS.values()), path
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize('recipe', ['github', 'gitlab'])
 def test_ci_recipe_recovery_works_exit_zero_and_every_check_passes(recipe, lab, tmp_path):
-    workspace = tmp_path / 'workspace'
-    inventory_text = checkout(lab, workspace, 'recovered')
-    job, drill_exit, shown = run_recipe(recipe, workspace)
+    workspace, job, drill_exit, shown = drill(recipe, lab, tmp_path, 'recovered')
     assert drill_exit == 0 and job.exit_code == 0, job.output[-3000:]
     suite = runbook_junit(workspace)
     assert suite.get('tests') == '4' and suite.get('failures') == '0' and failures(suite) == {}
     assert all(root.get('failures') == '0' and root.get('errors') == '0' for root in callback_junit(workspace))
     assert '# vLLM token recovery on lab: PASSED' in shown
     assert lab.refresh('svc')[0] == 200
-    assert_no_secret_anywhere(workspace, job, inventory_text)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('recipe', ['github', 'gitlab'])
 def test_ci_recipe_validation_fails_exit_non_zero_and_junit_names_the_check(recipe, lab, tmp_path):
-    workspace = tmp_path / 'workspace'
-    inventory_text = checkout(lab, workspace, 'validation_fails')
-    job, drill_exit, shown = run_recipe(recipe, workspace)
+    workspace, job, drill_exit, shown = drill(recipe, lab, tmp_path, 'validation_fails')
     assert drill_exit == 2 and job.exit_code == 1, job.output[-3000:]
     assert 'refresh probe is healthy' in failures(runbook_junit(workspace))
     callback_junit(workspace)
     assert '# vLLM token recovery on lab: FAILED' in shown and '| refresh probe is healthy | FAIL |' in shown
-    assert_no_secret_anywhere(workspace, job, inventory_text)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('recipe', ['github', 'gitlab'])
 def test_ci_recipe_store_unreachable_exit_non_zero_and_junit_names_the_failed_step(recipe, lab, tmp_path):
-    workspace = tmp_path / 'workspace'
-    inventory_text = checkout(lab, workspace, 'store_unreachable')
-    job, drill_exit, shown = run_recipe(recipe, workspace)
+    workspace, job, drill_exit, shown = drill(recipe, lab, tmp_path, 'store_unreachable')
     assert drill_exit == 2 and job.exit_code == 1, job.output[-3000:]
     failed = failures(runbook_junit(workspace))
     assert list(failed) == ['the runbook reached validation']
@@ -143,4 +141,3 @@ def test_ci_recipe_store_unreachable_exit_non_zero_and_junit_names_the_failed_st
     assert any('Report the sessions the sweep would remove' in ElementTree.tostring(root, encoding='unicode')
                for root in callback_junit(workspace))
     assert '# vLLM token recovery on lab: FAILED' in shown
-    assert_no_secret_anywhere(workspace, job, inventory_text)
