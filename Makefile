@@ -13,12 +13,13 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
 	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
-	@echo "make sanity|lint|unit|integration|molecule   one gate"
+	@echo "make sanity|lint|unit|integration|molecule|ci-lint|docs-lint|docs-site   one gate"
+	@echo "make docs         the documentation site, for a reader: build/docs/html/index.html"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball"
@@ -32,7 +33,7 @@ deps:
 
 # -k: every gate runs even when an earlier one is red; make still exits non-zero.
 test: deps
-	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule
+	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule ci-lint docs-lint docs-site
 
 sanity: deps
 	bash tools/ansible-test.sh sanity --python 3.11 --color no
@@ -55,6 +56,41 @@ integration: deps
 # One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
 molecule: deps
 	$(BIN)/molecule test --all
+
+# The CI recipes (extensions/ci/), offline: actionlint (built from the Go module proxy once, cached in
+# ~/.cache/inferops-vllm-dr; shellcheck checks the run: scripts) and check-jsonschema's bundled schemas.
+# tests/integration/test_ci_recipes.py runs their commands against the lab.
+# check-jsonschema comes from tests/requirements.txt
+CHECK_JSONSCHEMA ?= $(BIN)/check-jsonschema
+ci-lint: deps
+	bash tools/ci/actionlint.sh -no-color extensions/ci/github/*.yml
+	$(CHECK_JSONSCHEMA) --builtin-schema vendor.github-workflows extensions/ci/github/*.yml
+	$(CHECK_JSONSCHEMA) --builtin-schema vendor.gitlab-ci extensions/ci/gitlab/*.yml
+
+# The documentation site: antsibull-docs and Sphinx in a venv of their own (build/docs-venv, from
+# docs/sphinx/requirements.txt), no network while building (intersphinx off), every Sphinx warning an error.
+DOCS_VENV := $(ROOT)/build/docs-venv
+DOCS_PYTHON ?= python3
+docs-venv:
+	@want=$$(sha256sum docs/sphinx/requirements.txt | cut -d' ' -f1); \
+	if [ "$$(cat $(DOCS_VENV)/.requirements.sha256 2>/dev/null)" != "$$want" ]; then \
+	  echo "docs: creating $(DOCS_VENV)"; \
+	  rm -rf $(DOCS_VENV) && $(DOCS_PYTHON) -m venv $(DOCS_VENV) && \
+	  $(DOCS_VENV)/bin/python -m pip install -q --disable-pip-version-check -r docs/sphinx/requirements.txt && \
+	  echo "$$want" > $(DOCS_VENV)/.requirements.sha256; \
+	fi
+
+docs-lint: deps docs-venv
+	cd $(COLLECTIONS)/ansible_collections/inferops/vllm_dr && \
+	  PATH=$(DOCS_VENV)/bin:$$PATH $(DOCS_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs .
+
+# The site, built as CI builds it (warnings are errors)
+docs-site: deps docs-venv
+	PATH=$(DOCS_VENV)/bin:$$PATH bash docs/sphinx/build.sh $(COLLECTIONS) $(ROOT)/build/docs
+
+# The site for a reader
+docs: docs-site
+	@echo "open file://$(ROOT)/build/docs/html/index.html"
 
 test-k8s: deps
 	$(K8S_BUILD)

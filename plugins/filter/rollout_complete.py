@@ -11,10 +11,10 @@ version_added: 0.1.0
 description:
   - True when the controller observed the latest generation, every wanted replica is updated and available,
     and no replica of an older ReplicaSet is counted, as C(kubectl rollout status) decides.
-  - Its companions in the same file are P(inferops.vllm_dr.rollout_status#filter),
-    P(inferops.vllm_dr.rollout_new_hash#filter), C(rollout_pods) (the pods of a Deployment, through its ReplicaSets),
-    C(rollout_wait_outcome) (what one read of the Deployment during a wait says, a failed read included) and
-    C(rollout_preconditions) (every reason the purge could not run to its end, one line each).
+  - Its companions are P(inferops.vllm_dr.rollout_status#filter) and
+    P(inferops.vllm_dr.rollout_new_hash#filter); in this file, C(rollout_pods) (the pods of a Deployment, through its
+    ReplicaSets), C(rollout_wait_outcome) (what one read of the Deployment during a wait says, a failed read
+    included) and C(rollout_preconditions) (every reason the purge could not run to its end, one line each).
 options:
   _input:
     description: The Deployment, as kubernetes.core.k8s_info returns it.
@@ -44,17 +44,11 @@ _value:
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
     deployment_pods,
-    new_replicaset_hash,
     purge_preconditions,
     rollout_complete,
-    rollout_status,
     running_pods,
     wait_outcome,
 )
-
-
-def rollout_new_hash(replicasets, deployment):
-    return new_replicaset_hash(replicasets, deployment)
 
 
 def rollout_pods(pods, replicasets, deployment, running=False):
@@ -70,8 +64,6 @@ class FilterModule:
     def filters(self):
         return {
             'rollout_complete': rollout_complete,
-            'rollout_status': rollout_status,
-            'rollout_new_hash': rollout_new_hash,
             'rollout_pods': rollout_pods,
             'rollout_preconditions': rollout_preconditions,
             'rollout_wait_outcome': wait_outcome,
