@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_refresh_probe
 from harness.backups import restorable
 from harness.module_process import run_sweep, start_sweep, wait_sweep
@@ -144,3 +145,42 @@ def test_failover_during_the_refresh_writes_the_rotated_token_to_the_new_primary
     assert result.get('written_back') == 'written' and result['_rc'] == 0, result.get('msg')
     assert held == _RotatingEndpoint.rotated.encode(), 'the new primary kept the revoked token'
     assert _RotatingEndpoint.rotated not in json.dumps(result)
+
+
+class _Rotating(_RotatingEndpoint):
+    """The same endpoint without a failover: it only rotates."""
+
+    failover = staticmethod(lambda: None)
+
+
+def test_a_write_back_the_failover_lost_is_a_failure_naming_where_the_token_went(capsys, tmp_path, monkeypatch):
+    """The Sentinels name the other server between the write-back and its confirmation (a failover in that gap)."""
+    with RedisServer(workdir=str(tmp_path / 'took')) as took, RedisServer(workdir=str(tmp_path / 'other')) as other, \
+            SentinelServer(took, workdir=str(tmp_path / 'sentinel')) as sentinel:
+        for server in (took, other):
+            server.client().hset(PREFIX + 'probe', mapping=session('probe', str(int(time.time() + 600))))
+        named = []
+        settled = _redis_store.RedisStore._settled_master  # pylint: disable=protected-access
+
+        def failover_after_the_write(*args):
+            named.append(settled(*args))
+            # connect, then the write-back: the server the Sentinel names; then the new primary
+            return named[-1] if len(named) < 3 else ('127.0.0.1', other.port)
+
+        monkeypatch.setattr(_redis_store.RedisStore, '_settled_master', staticmethod(failover_after_the_write))
+        server = http.server.HTTPServer(('127.0.0.1', 0), _Rotating)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            result = run_module(vllm_refresh_probe, sentinel_args(
+                sentinel, url=f'http://127.0.0.1:{server.server_port}/v1/auth/refresh', session_id='probe',
+                write_back=True, retries=0), capsys)
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert result['_rc'] == 1 and '\n' not in result['msg'], result
+        assert f'written to 127.0.0.1:{took.port}' in result['msg'] and f'127.0.0.1:{other.port}' in result['msg']
+        assert 'sign it in again' in result['msg']
+        assert _Rotating.rotated not in json.dumps(result) and 'SECRET' not in result['msg']
+        assert took.client().hget(PREFIX + 'probe', 'refresh_token') == _Rotating.rotated.encode()
+        assert other.client().hget(PREFIX + 'probe', 'refresh_token') == b'rt-probe-0-SECRET'
