@@ -18,9 +18,11 @@ import time
 import pytest
 
 from harness.backups import restorable
+from harness.json_http import JsonAnswers
 from harness.module_process import run_sweep, start_sweep, wait_sweep
 from harness.servers import RedisServer
 from harness.sessions import PREFIX, seed_etcd, session
+from harness.sessions import dump_hashes as sessions
 
 def seed(client, expired=0, valid=0):
     now = time.time()
@@ -32,19 +34,6 @@ def seed(client, expired=0, valid=0):
     for i in range(valid):
         pipe.hset(f'{PREFIX}v{i}', mapping=session(f'v{i}', str(int(now + 86400))))
     pipe.execute()
-
-
-def sessions(client) -> dict:
-    """Every session key with its fields, read with pipelined commands."""
-    keys = list(client.scan_iter(match=PREFIX + '*', count=5000))
-    state = {}
-    for start in range(0, len(keys), 5000):
-        chunk = keys[start:start + 5000]
-        pipe = client.pipeline(transaction=False)
-        for key in chunk:
-            pipe.hgetall(key)
-        state.update(zip(chunk, pipe.execute()))
-    return state
 
 
 @pytest.fixture
@@ -170,23 +159,16 @@ def test_store_killed_mid_sweep_of_200k_then_rerun_then_restore(tmp_path):
         server.stop()
 
 
-class _Introspection(http.server.BaseHTTPRequestHandler):
+class _Introspection(JsonAnswers):
     """An RFC 7662 endpoint that says every token is revoked, then fails with 500 after ``budget`` answers."""
 
     budget = 0
 
     def do_POST(self):  # pylint: disable=invalid-name
-        self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        self.read_body()
         type(self).budget -= 1
         body, status = (b'{"active": false}', 200) if type(self).budget >= 0 else (b'{"error": "boom"}', 500)
-        self.send_response(status)
-        self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        pass
+        self.answer(status, body)
 
 
 def test_a_sweep_stopped_by_the_identity_provider_reports_what_it_deleted(tmp_path, server):

@@ -8,6 +8,7 @@ lost its role; what it takes then is lost when it resyncs.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
@@ -18,10 +19,12 @@ import pytest
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_refresh_probe
 from harness.backups import restorable
+from harness.json_http import JsonAnswers
 from harness.module_process import run_sweep, start_sweep, wait_sweep
 from harness.modules import run_module
 from harness.servers import RedisServer, SentinelServer
 from harness.sessions import PREFIX, session
+from harness.sessions import dump_hashes as sessions
 
 SESSIONS = 200_000
 
@@ -33,16 +36,17 @@ def replicated(replica, count, timeout=60.0) -> None:
         time.sleep(0.1)
 
 
-def sessions(client) -> dict:
-    keys = list(client.scan_iter(match=PREFIX + '*', count=5000))
-    state = {}
-    for start in range(0, len(keys), 5000):
-        chunk = keys[start:start + 5000]
-        pipe = client.pipeline(transaction=False)
-        for key in chunk:
-            pipe.hgetall(key)
-        state.update(zip(chunk, pipe.execute()))
-    return state
+@contextlib.contextmanager
+def serving(handler):
+    """An HTTP server with ``handler`` on a free loopback port, in a thread, for the with block."""
+    server = http.server.HTTPServer(('127.0.0.1', 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f'http://127.0.0.1:{server.server_port}/v1/auth/refresh'
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
@@ -103,25 +107,17 @@ def test_failover_mid_sweep_counts_only_what_left_the_new_primary_and_a_rerun_fi
     assert sessions(new_primary) == original
 
 
-class _RotatingEndpoint(http.server.BaseHTTPRequestHandler):
+class _RotatingEndpoint(JsonAnswers):
     """A refresh endpoint that forces a Sentinel failover, then answers with a rotated refresh token."""
 
     failover = None
     rotated = 'rt-probe-1-ROTATED-SECRET'
 
     def do_POST(self):  # pylint: disable=invalid-name
-        self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        self.read_body()
         type(self).failover()
-        body = json.dumps({'access_token': 'at-probe-1-SECRET', 'refresh_token': self.rotated,
-                           'expires_in': 3600}).encode()
-        self.send_response(200)
-        self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        pass
+        self.answer(200, json.dumps({'access_token': 'at-probe-1-SECRET', 'refresh_token': self.rotated,
+                                     'expires_in': 3600}).encode())
 
 
 def test_failover_during_the_refresh_writes_the_rotated_token_to_the_new_primary(capsys, sentinel_pair):
@@ -130,16 +126,9 @@ def test_failover_during_the_refresh_writes_the_rotated_token_to_the_new_primary
     replicated(replica, 1)
     ports = []
     _RotatingEndpoint.failover = lambda: ports.append(sentinel.failover())
-    server = http.server.HTTPServer(('127.0.0.1', 0), _RotatingEndpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_RotatingEndpoint) as url:
         result = run_module(vllm_refresh_probe, sentinel_args(
-            sentinel, url=f'http://127.0.0.1:{server.server_port}/v1/auth/refresh', session_id='probe',
-            write_back=True, retries=0, timeout=40), capsys)
-    finally:
-        server.shutdown()
-        server.server_close()
+            sentinel, url=url, session_id='probe', write_back=True, retries=0, timeout=40), capsys)
     assert ports == [replica.port]
     held = replica.client().hget(PREFIX + 'probe', 'refresh_token')
     assert result.get('written_back') == 'written' and result['_rc'] == 0, result.get('msg')
@@ -168,16 +157,9 @@ def test_a_write_back_the_failover_lost_is_a_failure_naming_where_the_token_went
             return named[-1] if len(named) < 3 else ('127.0.0.1', other.port)
 
         monkeypatch.setattr(_redis_store.RedisStore, '_settled_master', staticmethod(failover_after_the_write))
-        server = http.server.HTTPServer(('127.0.0.1', 0), _Rotating)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(_Rotating) as url:
             result = run_module(vllm_refresh_probe, sentinel_args(
-                sentinel, url=f'http://127.0.0.1:{server.server_port}/v1/auth/refresh', session_id='probe',
-                write_back=True, retries=0), capsys)
-        finally:
-            server.shutdown()
-            server.server_close()
+                sentinel, url=url, session_id='probe', write_back=True, retries=0), capsys)
         assert result['_rc'] == 1 and '\n' not in result['msg'], result
         assert f'written to 127.0.0.1:{took.port}' in result['msg'] and f'127.0.0.1:{other.port}' in result['msg']
         assert 'sign it in again' in result['msg']
