@@ -21,7 +21,7 @@ def run_sweep(tmp_path, server, prefix=(), **args):
 
 
 def start_sweep(tmp_path, server, prefix=(), **args):
-    if args.get('backend', 'redis') in ('redis', 'redis_cluster'):
+    if server is not None and args.get('backend', 'redis') in ('redis', 'redis_cluster'):
         args.setdefault('login_host', '127.0.0.1')
         args.setdefault('login_port', server.port)
     args_file = tmp_path / f'args-{time.monotonic_ns()}.json'

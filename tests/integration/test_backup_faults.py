@@ -24,6 +24,7 @@ from harness.servers import RedisServer
 from harness.sessions import PREFIX, seed_etcd, session
 from harness.sessions import dump_hashes as sessions
 
+
 def seed(client, expired=0, valid=0):
     now = time.time()
     pipe = client.pipeline(transaction=False)

@@ -80,8 +80,8 @@ def test_failover_mid_sweep_counts_only_what_left_the_new_primary_and_a_rerun_fi
     replicated(replica, SESSIONS)
     backup = tmp_path / 'sessions.jsonl'
 
-    process = start_sweep(tmp_path, None, **sentinel_args(sentinel, state='swept', backup_path=str(backup),
-                                                           max_rate=20000))
+    args = sentinel_args(sentinel, state='swept', backup_path=str(backup), max_rate=20000)
+    process = start_sweep(tmp_path, None, **args)
     time.sleep(3)
     assert process.poll() is None, 'the sweep ended before the failover'
     new_port = sentinel.failover()
