@@ -14,6 +14,10 @@ options:
       - Where the sessions live.
       - V(redis) is one server, V(redis_sentinel) finds the current primary through O(sentinel_hosts),
         V(redis_cluster) works on every primary of a cluster, V(etcd) uses the etcd v3 API.
+      - With V(redis_sentinel), every connection must reach the primary the Sentinels name, and every write is
+        confirmed with C(WAIT) for the primary's replicas and C(ROLE). A failover that makes a write uncertain
+        stops the module with a line naming the old and the new primary; only what the new primary confirms is
+        counted.
     type: str
     choices: [redis, redis_sentinel, redis_cluster, etcd]
     default: redis
@@ -124,7 +128,7 @@ options:
     description:
       - Seconds to wait for the store on connect and on each call; above V(0), at most V(86400).
       - With O(backend=redis_sentinel), also how long to wait for the Sentinels to agree on a primary after a
-        failover.
+        failover, and for the replicas to confirm a write (C(WAIT)).
     type: float
     default: 10.0
 requirements:

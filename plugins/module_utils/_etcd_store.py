@@ -71,6 +71,9 @@ _GRPC_NAMES = {3: 'INVALID_ARGUMENT', 4: 'DEADLINE_EXCEEDED', 7: 'PERMISSION_DEN
 # Failures of one endpoint; the next endpoint is tried.
 _PER_ENDPOINT = ('unreachable', 'timeout', 'unavailable', 'tls_verify', 'tls_handshake', 'not_etcd')
 
+# Answers that say the request was refused as a whole: it changed nothing.
+_REFUSED = ('invalid', 'denied', 'precondition', 'compacted', 'unauthenticated')
+
 _OPERATIONS = {'/kv/range': 'reading', '/kv/txn': 'deleting or writing', '/kv/put': 'writing'}
 
 
@@ -205,7 +208,8 @@ class EtcdStore:
         try:
             return self.client.post(self.client.get_url(path), json=payload)
         except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
-            raise StoreError(self._message(*classify_error(exc), path)) from None
+            kind, text = classify_error(exc)
+            raise StoreError(self._message(kind, text, path), refused=kind in _REFUSED) from None
 
     # ---- the partition interface (etcd is one partition) ------------------------------------
 

@@ -454,11 +454,12 @@ class _RecentKeys:
 class RedisPartition:
     """One server that owns part (or all) of the keyspace: a standalone server or one cluster primary."""
 
-    def __init__(self, client, location: str, pattern: str, cluster: bool):
+    def __init__(self, client, location: str, pattern: str, cluster: bool, watch=None):
         self.client = client
         self.location = location
         self.pattern = pattern.encode('utf-8')
         self.cluster = cluster
+        self.watch = watch  # a _PrimaryWatch behind Sentinels, else None
         self._delete = _Script(DELETE_SCRIPT)
         self._restore = _Script(RESTORE_SCRIPT)
 
@@ -478,7 +479,14 @@ class RedisPartition:
             raise StoreError(_describe_error(exc, self.location)) from None
 
     def _wire(self) -> Wire:
-        return self._guarded(lambda: Wire(self.client))
+        wire = self._guarded(lambda: Wire(self.client))
+        if self.watch is not None:
+            try:
+                self._guarded(lambda: self.watch.check_connection(wire))
+            except StoreError:
+                wire.close()
+                raise
+        return wire
 
     def ping(self) -> None:
         self._guarded(self.client.ping)
@@ -549,7 +557,7 @@ class RedisPartition:
                     if len(in_flight) == DELETES_AHEAD:
                         self._settle_oldest(job, remover, in_flight, delete_args)
                     job.finish_backup(backing[0][1])
-                    in_flight.append(self.send_delete(remover, backing.popleft()[0], delete_args))
+                    self.send_delete(remover, backing.popleft()[0], delete_args, in_flight)
                 timed = []
                 if keys:
                     victims = self._judge(job, keys, contents)
@@ -558,7 +566,7 @@ class RedisPartition:
                         reader.send_encoded(encode_each(b'PTTL', [entry.key for entry in victims]), len(victims))
                     elif job.deleting and victims:
                         backing.append((victims, None))
-        except Exception:
+        except Exception as exc:
             # whatever stopped the sweep (the store, the backup, the identity provider): the backup
             # says which backed-up victims were never sent, and the deletes in flight are counted
             # if the server can still say (one whose answer is lost stays in the backup: restore
@@ -568,8 +576,12 @@ class RedisPartition:
             try:
                 while in_flight:
                     self._settle_oldest(job, remover, in_flight, delete_args)
+            except StoreError:
+                raise  # the primary changed under the sweep: that is the news, counted on the new primary
             except Exception:  # pylint: disable=broad-except  # the first error is the one to report
                 pass
+            if self.watch is not None and isinstance(exc, redis.RedisError):
+                self._after_lost_connection(job, in_flight)
             raise
         while in_flight:
             self._settle_oldest(job, remover, in_flight, delete_args)
@@ -637,14 +649,18 @@ class RedisPartition:
             entries.extend(Entry(key, 'other') for key in other)
         return entries
 
-    def send_delete(self, wire, victims, args_for) -> list:
-        """Send the conditional delete of ``victims``; its slot groups, whose answers _settle_oldest reads.
+    def send_delete(self, wire, victims, args_for, in_flight) -> None:
+        """Send the conditional delete of ``victims`` (and the primary's checks behind Sentinels).
 
-        ``args_for`` is _delete_args of the guard fields, built once per sweep.
+        Its slot groups and the number of check answers join ``in_flight`` before anything
+        is sent, so a delete whose sending failed is still one whose outcome is to be found
+        out. ``args_for`` is _delete_args of the guard fields, built once per sweep.
         """
         groups = self._groups(victims)
+        checks = self.watch.checks() if self.watch is not None else []
+        in_flight.append((groups, len(checks)))
         self._delete.send(wire, groups, args_for)
-        return groups
+        wire.send(checks)
 
     def _settle_oldest(self, job, wire, in_flight, args_for) -> None:
         """Read what the oldest delete in flight did and count it.
@@ -654,13 +670,17 @@ class RedisPartition:
         the connection, so they are read first, and everything the answers already tell is
         counted before that retry, which may fail too.
         """
-        groups = in_flight.popleft()
-        replies = wire.receive(len(groups))
+        groups, replies, answers = self._receive_delete(wire, in_flight[0])
+        in_flight.popleft()
         if in_flight and _lost(replies):
-            for later in in_flight:
+            for later in list(in_flight):
+                later, more, more_answers = self._receive_delete(wire, later)
                 groups = groups + later
-                replies.extend(wire.receive(len(later)))
+                replies.extend(more)
+                answers.extend(more_answers)
             in_flight.clear()
+        if self.watch is not None and not self.watch.confirmed(answers):
+            self._stop_unconfirmed(job, wire, in_flight, groups, replies)
         lost = _lost(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
@@ -673,6 +693,58 @@ class RedisPartition:
         if lost:
             lost = [groups[index] for index in lost]
             job.settle(*self._deleted(lost, self._delete.run_again(wire, lost, args_for)))
+
+    def _after_lost_connection(self, job, in_flight) -> None:
+        """Behind Sentinels: a connection failed, maybe because a failover demoted the server.
+
+        The deletes whose answers are lost are counted by what the primary the Sentinels
+        name now no longer holds; when that is another server, that is what stopped the sweep.
+        """
+        unknown = _flat(_flat(groups for groups, _checks in in_flight))
+        in_flight.clear()
+        try:
+            new, lost = self.watch.settle_on_current(job, unknown, [True] * len(unknown))
+        except StoreError:
+            return  # no primary to ask: the unanswered deletes stay in the backup, uncounted
+        if new != self.watch.address:
+            raise StoreError(self.watch.stopped(new, lost))
+
+    @staticmethod
+    def _receive_delete(wire, sent):
+        """(groups, script answers, check answers) of a delete in flight (as send_delete answered)."""
+        groups, checks = sent
+        replies = wire.receive(len(groups) + checks)
+        return groups, replies[:len(groups)], replies[len(groups):]
+
+    def _stop_unconfirmed(self, job, wire, in_flight, groups, replies) -> None:
+        """The primary did not confirm a delete: count only what the primary the Sentinels name now lacks, then stop.
+
+        The deletes of this answer and of every one still in flight may have reached a server
+        that was no longer the primary (a failover promoted a replica meanwhile): they are lost
+        when it resyncs. Each victim a script removed (or whose answer never came) is looked
+        up on the primary the Sentinels name now: one it still holds was not deleted.
+        """
+        ran = [(group, reply) for group, reply in zip(groups, replies) if not isinstance(reply, Exception)]
+        victims, outcome = self._deleted([group for group, _reply in ran], [reply for _group, reply in ran])
+        never = _flat([group for group, reply in zip(groups, replies) if isinstance(reply, Exception)])
+        unknown = []
+        try:
+            while in_flight:
+                later, more, _answers = self._receive_delete(wire, in_flight[0])
+                in_flight.popleft()
+                for group, reply in zip(later, more):
+                    if isinstance(reply, Exception):
+                        never.extend(group)
+                    else:
+                        more_victims, more_outcome = self._deleted([group], [reply])
+                        victims.extend(more_victims)
+                        outcome.extend(more_outcome)
+        except redis.RedisError:
+            unknown = _flat(_flat(groups for groups, _checks in in_flight))
+            in_flight.clear()
+        job.abandon(never)
+        raise StoreError(self.watch.stopped(*self.watch.settle_on_current(job, victims + unknown,
+                                                                          outcome + [True] * len(unknown))))
 
     @staticmethod
     def _deleted(groups, replies):
@@ -831,6 +903,146 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     return _describe_error(cause, location)
 
 
+def _address(address) -> str:
+    return f'{address[0]}:{address[1]}'
+
+
+class _PrimaryWatch:
+    """The primary the Sentinels name, checked on every connection and after every delete (backend redis_sentinel).
+
+    A failover promotes a replica while the old primary still takes writes, until the
+    Sentinels demote it seconds later; whatever it took meanwhile is lost when it resyncs.
+    So every connection must reach the primary the Sentinels named and serve as primary,
+    and every delete is followed by WAIT for every replica the primary had (whichever one
+    is promoted then holds it) and ROLE. A delete not confirmed so stops the sweep, and only
+    what the primary the Sentinels name then no longer holds is counted as deleted.
+    """
+
+    def __init__(self, sentinel, name: str, kwargs: dict, timeout: float, address):
+        self.sentinel = sentinel
+        self.name = name
+        self.kwargs = kwargs
+        self.timeout = timeout
+        self.address = address
+        self.replicas = 0
+
+    def check_connection(self, wire) -> None:
+        """A new connection reached the primary the Sentinels named, and it still serves as one."""
+        role = _raised(wire.call([(b'ROLE',)])[0])
+        if wire.peer != self.address:
+            raise StoreError(f'the primary of service {self.name} changed from {_address(self.address)} to '
+                             f'{_address(wire.peer)} while the module connected (a Sentinel failover); re-run')
+        if _text(role[0]) != 'master':
+            raise StoreError(f'{_address(self.address)}, the primary of service {self.name}, now serves as '
+                             f'{_text(role[0])} (a Sentinel failover); re-run when the failover is done')
+        self.replicas = max(self.replicas, len(role[2]))
+
+    def checks(self) -> list:
+        """The commands sent after each delete: WAIT for every replica (when there are any), then ROLE."""
+        commands = [(b'WAIT', self.replicas, int(self.timeout * 1000))] if self.replicas else []
+        return commands + [(b'ROLE',)]
+
+    def confirmed(self, answers) -> bool:
+        """Whether the answers of checks() say every replica holds the deletes and the server is still primary."""
+        for answer in answers:
+            if isinstance(answer, Exception):
+                return False
+            if isinstance(answer, int) and answer < self.replicas:
+                return False
+            if isinstance(answer, list) and _text(answer[0]) != 'master':
+                return False
+        return True
+
+    def current(self):
+        """The primary the Sentinels name now: a new one as soon as they agree on it, else the same after ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            named = {view for view in _sentinel_views(self.sentinel, self.name).values() if isinstance(view, tuple)}
+            if len(named) == 1 and named != {self.address}:
+                break
+            time.sleep(0.2)
+        return RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+
+    def client(self, address):
+        return redis.Redis(host=address[0], port=address[1], **self.kwargs)
+
+    def holding(self, address, keys) -> set:
+        """The keys that exist on the server at ``address``."""
+        client = self.client(address)
+        found = set()
+        try:
+            for start in range(0, len(keys), 1000):
+                chunk = keys[start:start + 1000]
+                pipe = client.pipeline(transaction=False)
+                for key in chunk:
+                    pipe.exists(key)
+                found.update(key for key, exists in zip(chunk, pipe.execute()) if exists)
+        except redis.RedisError as exc:
+            raise StoreError(_describe_error(exc, _address(address))) from None
+        finally:
+            client.close()
+        return found
+
+    def settle_on_current(self, job, victims, outcome):
+        """Count the deletes of ``victims`` the primary named now confirms (the key is gone there).
+
+        Returns that primary and how many deletes it does not confirm.
+        """
+        new = self.current()
+        held = self.holding(new, [entry.key for entry, gone in zip(victims, outcome) if gone])
+        confirmed = [gone and entry.key not in held for entry, gone in zip(victims, outcome)]
+        job.settle(victims, confirmed)
+        return new, sum(outcome) - sum(confirmed)
+
+    def stopped(self, new, lost: int) -> str:
+        """Why the sweep stopped after settle_on_current answered (``new``, ``lost``)."""
+        old = _address(self.address)
+        if new != self.address:
+            return (f'the primary of service {self.name} changed from {old} to {_address(new)} during the sweep '
+                    f'(a Sentinel failover); only the deletes {_address(new)} confirms are counted ({lost} taken by the '
+                    'old primary after it lost its role are lost, the sessions are still there and the backup says so); '
+                    're-run to finish')
+        return (f'the replicas of {old} did not confirm the deletes in time (WAIT {self.replicas}); {lost} deletes it '
+                'does not hold are not counted; check the replicas\' link to the primary, or raise timeout, then re-run')
+
+    def swap(self, key: bytes, expected: bytes, fields: dict) -> str:
+        """The compare-and-set of RedisStore.swap_tokens on the primary the Sentinels name now, confirmed there.
+
+        The write is confirmed by WAIT for the primary's replicas, else by reading it back
+        from the primary the Sentinels name after it; a write a failover lost is a failure
+        that names the server that took it.
+        """
+        primary = RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+        new_token = fields[b'refresh_token']
+        client = self.client(primary)
+        try:
+            replicas = len(client.role()[2])
+            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_flat(fields.items())))
+            acked = client.wait(replicas, int(self.timeout * 1000)) if replicas and outcome == 1 else replicas
+        except redis.RedisError as exc:
+            raise StoreError(_describe_error(exc, _address(primary))) from None
+        finally:
+            client.close()
+        answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
+        if outcome != 1:
+            return answer
+        now = RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+        if now == primary and acked >= replicas:
+            return answer
+        reader = self.client(now)
+        try:
+            held = reader.hget(key, b'refresh_token')
+        except redis.RedisError as exc:
+            raise StoreError(f'the new refresh token was written to {_address(primary)}, but the primary the Sentinels '
+                             f'name now, {_address(now)}, could not confirm it ({_error_text(exc)})') from None
+        finally:
+            reader.close()
+        if held != new_token:
+            raise StoreError(f'the new refresh token was written to {_address(primary)}, which lost it: the primary the '
+                             f'Sentinels name now, {_address(now)}, does not hold it (a Sentinel failover)')
+        return answer
+
+
 class RedisStore:
     """The partitions of a Redis deployment, connected and checked."""
 
@@ -850,12 +1062,13 @@ class RedisStore:
         kwargs = _client_kwargs(params)
         if backend == 'redis_cluster':
             return self._connect_cluster(params, kwargs)
+        watch = None
         if backend == 'redis_sentinel':
-            client, location = self._connect_sentinel(params, kwargs)
+            client, location, watch = self._connect_sentinel(params, kwargs)
         else:
             location = f'{params["login_host"]}:{params["login_port"]}'
             client = redis.Redis(host=params['login_host'], port=params['login_port'], db=params['db'], **kwargs)
-        partition = RedisPartition(client, location, self.pattern, cluster=False)
+        partition = RedisPartition(client, location, self.pattern, cluster=False, watch=watch)
         partition.ping()
         return [partition]
 
@@ -868,7 +1081,8 @@ class RedisStore:
         name = params['sentinel_service_name']
         master = self._settled_master(sentinel, name, kwargs, params['timeout'])
         where = f'Sentinel {",".join(params["sentinel_hosts"])} service {name}'
-        return sentinel.master_for(name, db=params['db'], **kwargs), f'{master[0]}:{master[1]} ({where})'
+        watch = _PrimaryWatch(sentinel, name, dict(kwargs, db=params['db']), params['timeout'], master)
+        return sentinel.master_for(name, db=params['db'], **kwargs), f'{master[0]}:{master[1]} ({where})', watch
 
     @staticmethod
     def _settled_master(sentinel, name: str, kwargs: dict, timeout: float):
@@ -966,6 +1180,9 @@ class RedisStore:
         Returns 'written', 'already' (the service stored the same tokens) or 'conflict'.
         """
         key = (self.prefix + session_id).encode('utf-8')
+        watch = self._partitions[0].watch
+        if watch is not None:
+            return watch.swap(key, expected_refresh, fields)
         flat = [part for pair in fields.items() for part in pair]
         try:
             outcome = self._key_client().eval(SWAP_SCRIPT, 1, key, expected_refresh, fields[b'refresh_token'], *flat)

@@ -86,6 +86,12 @@ class Wire:
             self._reader = hiredis.Reader(replyError=ResponseError)
             self._buffer = bytearray(_READ_SIZE)
         self.owed = 0
+        self._broken = False
+
+    @property
+    def peer(self) -> tuple:
+        """(host, port) of the server this connection reached."""
+        return self._connection.host, int(self._connection.port)
 
     def send(self, commands) -> None:
         """Write ``commands`` (tuples of bytes, str or int) in one go."""
@@ -101,7 +107,14 @@ class Wire:
     def receive(self, count: int) -> list:
         if count > self.owed:
             raise ValueError(f'{count} replies asked for, {self.owed} owed')
-        replies = self._receive_fast(count) if self._fast else self._receive_slow(count)
+        if self._broken:
+            # a read that failed may have consumed part of the replies: the rest cannot be matched to commands
+            raise RedisConnectionError('the connection failed earlier')
+        try:
+            replies = self._receive_fast(count) if self._fast else self._receive_slow(count)
+        except Exception:
+            self._broken = True
+            raise
         self.owed -= count
         return replies
 

@@ -16,7 +16,15 @@ MESSAGE_LIMIT = 200
 
 
 class StoreError(Exception):
-    """A session store problem; the message is one line naming the problem and the fix, never a token."""
+    """A session store problem; the message is one line naming the problem and the fix, never a token.
+
+    ``refused`` is true when the server answered the failed request with an error, so that
+    request changed nothing (false: no answer came, its outcome is unknown).
+    """
+
+    def __init__(self, message: str, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
 
 
 def server_words(text: str) -> str:

@@ -321,15 +321,23 @@ class SweepJob:
     def run_in_turn(self, partition) -> None:
         """The plain order for a store without a pipeline of its own: read, judge, back up, delete.
 
-        ``partition.delete_unchanged`` answers a part of the victims at a time, so what was
-        deleted before a failure is counted.
+        ``partition.delete_unchanged`` answers a part of the victims at a time, in their order,
+        so what was deleted before a failure is counted; when the store refused the failing
+        request, the backup says the victims not answered yet were kept.
         """
         for entries in partition.scan_batches(self.options.batch_size):
             victims = self.judge(entries)
             if self.deleting and victims:
                 self.back_up(victims)
-                for part, outcome in partition.delete_unchanged(victims, self.options.guard_fields):
-                    self.settle(part, outcome)
+                settled = 0
+                try:
+                    for part, outcome in partition.delete_unchanged(victims, self.options.guard_fields):
+                        self.settle(part, outcome)
+                        settled += len(part)
+                except StoreError as exc:
+                    if exc.refused:  # the failed request changed nothing, and the rest were never sent
+                        self.abandon(victims[settled:])
+                    raise
 
 
 class Sweeper:

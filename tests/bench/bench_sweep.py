@@ -13,6 +13,8 @@ times and judges the median ratios. Contenders:
   direct    the module's sweep (select=expired, with backup) called from Python
   ansible   ansible localhost -m inferops.vllm_dr.vllm_session_sweep (the same sweep)
   cluster   the direct sweep on a 3-primary Redis Cluster holding the same sessions
+  restore   the direct sweep's backup restored into the emptied store (peak RSS at most --max-rss-mb)
+  etcd      --etcd-keys expired sessions in etcd swept into a backup, then restored
 
 Wall time, peak RSS of the sweeping process (and its children) and the counts are
 printed with the ratios to the baseline. Exits 1 when a target is missed.
@@ -21,6 +23,7 @@ printed with the ratios to the baseline. Exits 1 when a target is missed.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -30,27 +33,34 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+
+import redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
 BIN = os.path.dirname(sys.executable)
 
-from harness.servers import RedisClusterSet, RedisServer  # noqa: E402  pylint: disable=wrong-import-position
+from harness.servers import EtcdServer, RedisClusterSet, RedisServer  # noqa: E402  pylint: disable=wrong-import-position
 
 PATTERN = 'vllm:session:*'
 
+# The module's work in a process of its own: sys.argv = collections, store params (JSON), action, backup path, batch size.
 DIRECT = r'''
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import open_store, session_store_argument_spec
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import SweepOptions, Sweeper, report
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import SweepOptions, Sweeper, report, restore
 params = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}
-params.update(backend=sys.argv[2], login_host='127.0.0.1', login_port=int(sys.argv[3]))
+params.update(json.loads(sys.argv[2]))
 started = time.monotonic()
 store = open_store(params)
-options = SweepOptions(state='swept', backup_path=sys.argv[4], batch_size=int(sys.argv[5]))
-result = report(Sweeper(store, options).sweep(), options, started)
+if sys.argv[3] == 'restored':
+    result = restore(store, sys.argv[4], False)
+else:
+    options = SweepOptions(state='swept', backup_path=sys.argv[4], batch_size=int(sys.argv[5]))
+    result = report(Sweeper(store, options).sweep(), options, started)
 store.close()
 result['wall_s'] = time.monotonic() - started
 result['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -104,10 +114,56 @@ def run_baseline(server: RedisServer) -> dict:
     return {'wall_s': wall_s, 'deleted': before}
 
 
-def run_direct(port: int, backend: str, backup: str, batch: int) -> dict:
-    out = subprocess.run([sys.executable, '-c', DIRECT, COLLECTIONS, backend, str(port), backup, str(batch)],
+def run_direct(port: int, backend: str, backup: str, batch: int, state: str = 'swept', params=None) -> dict:
+    """The module's sweep (or restore) of the store, called from Python in a process of its own."""
+    params = params or {'backend': backend, 'login_host': '127.0.0.1', 'login_port': port}
+    out = subprocess.run([sys.executable, '-c', DIRECT, COLLECTIONS, json.dumps(params), state, backup, str(batch)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
+
+
+def run_restore(server: RedisServer, backup: str, deleted: int, args, failures: list) -> None:
+    """Empty the store, restore the sweep's backup into it: time, peak RSS, counts."""
+    client = server.client()
+    client.flushall()
+    result = run_direct(server.port, 'redis', backup, args.batch_size, state='restored')
+    rss = result['peak_rss_mb']
+    print(f'restore   vllm_session_sweep state=restored of that backup into the emptied store: {result["wall_s"]:.2f}s, '
+          f'peak RSS {rss:.0f} MB; restored {result["restored"]:,} of {result["in_backup"]:,}, '
+          f'store now {client.dbsize():,}')
+    if result['restored'] != deleted or client.dbsize() != deleted:
+        failures.append('restore: wrong counts')
+    if rss > args.max_rss_mb:
+        failures.append(f'restore: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
+
+
+def etcd_put_all(url: str, values: dict) -> None:
+    """Write every key in transactions of 128 puts (etcd's default --max-txn-ops)."""
+    items = list(values.items())
+    for start in range(0, len(items), 128):
+        puts = [{'request_put': {'key': base64.b64encode(key.encode()).decode(),
+                                 'value': base64.b64encode(value.encode()).decode()}}
+                for key, value in items[start:start + 128]]
+        request = urllib.request.Request(f'{url}/v3/kv/txn', data=json.dumps({'success': puts}).encode())
+        with urllib.request.urlopen(request, timeout=30):  # nosec: loopback only
+            pass
+
+
+def run_etcd_restore(work: str, keys: int, args, failures: list) -> None:
+    """Sweep ``keys`` expired etcd sessions into a backup, then restore them: the restore's time and peak RSS."""
+    now = time.time()
+    with EtcdServer(workdir=os.path.join(work, 'etcd')) as server:
+        etcd_put_all(server.url, {f'vllm/session/e{i:06d}': json.dumps(
+            {'access_token': f'at-{i:040d}', 'refresh_token': f'rt-{i:040d}', 'expires_at': int(now - 3600)})
+            for i in range(keys)})
+        params = {'backend': 'etcd', 'etcd_endpoints': [server.url]}
+        backup = os.path.join(work, 'etcd.jsonl')
+        swept = run_direct(0, 'etcd', backup, args.batch_size, params=params)
+        result = run_direct(0, 'etcd', backup, args.batch_size, state='restored', params=params)
+    print(f'etcd      swept {swept["deleted"]:,} keys in {swept["wall_s"]:.2f}s; restored {result["restored"]:,} in '
+          f'{result["wall_s"]:.2f}s, peak RSS {result["peak_rss_mb"]:.0f} MB')
+    if swept['deleted'] != keys or result['restored'] != keys:
+        failures.append('etcd restore: wrong counts')
 
 
 # Runs a command and reports the peak RSS of it and its descendants (the module's process
@@ -151,6 +207,8 @@ def run_round(work: str, rdb: str, counts: dict, args, failures: list):
             result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
                 else run_ansible(server.port, backup, args.batch_size)
             left = server.client().dbsize()
+            if name == 'direct' and args.restore:
+                run_restore(server, backup, result['deleted'], args, failures)
         rss = result['peak_rss_mb']
         inside = f' (the module itself {result["duration_s"]:.2f}s)' if name == 'ansible' else ''
         print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside}, peak RSS {rss:.0f} MB; '
@@ -173,6 +231,10 @@ def main() -> int:
     parser.add_argument('--batch-size', type=int, default=1000)
     parser.add_argument('--max-rss-mb', type=float, default=100.0)
     parser.add_argument('--skip-cluster', action='store_true')
+    parser.add_argument('--no-restore', dest='restore', action='store_false',
+                        help='skip the restore of the direct sweep\'s backup into the emptied store')
+    parser.add_argument('--etcd-keys', type=int, default=20_000, help='etcd sessions swept and restored (0: skip)')
+    parser.add_argument('--only-etcd', action='store_true', help='only the etcd sweep and restore')
     parser.add_argument('--rounds', type=int, default=1,
                         help='the baseline around the direct and the ansible sweep this many times; targets judged on the median ratios')
     args = parser.parse_args()
@@ -180,11 +242,16 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix='vllm-dr-bench-sweep-')
     failures = []
     try:
+        if args.etcd_keys:
+            run_etcd_restore(work, args.etcd_keys, args, failures)
+        if args.only_etcd:
+            return report_failures(failures)
         now = time.time()
         with RedisServer(workdir=os.path.join(work, 'seed')) as seeder:
             start = time.monotonic()
             counts = seed(seeder.client(), args.sessions, now)
-            seeder.client().save()
+            # a slow SAVE of a million keys on a busy machine outlasts the harness client's timeout
+            redis.Redis(host='127.0.0.1', port=seeder.port, socket_timeout=600).save()
             rdb = os.path.join(work, 'sessions.rdb')
             shutil.copyfile(seeder.rdb_path, rdb)
         print(f'seeded {args.sessions:,} sessions ({counts["expired"]:,} expired, {counts["malformed"]:,} malformed) '
@@ -222,6 +289,10 @@ def main() -> int:
                 failures.append('cluster: wrong counts')
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return report_failures(failures)
+
+
+def report_failures(failures: list) -> int:
     for failure in failures:
         print(f'FAIL: {failure}')
     if not failures:

@@ -54,6 +54,19 @@ def dump_redis(client, pattern=PREFIX + '*'):
     return state
 
 
+def dump_hashes(client, pattern=PREFIX + '*') -> dict:
+    """Every session key with its fields, read with pipelined commands (fast enough for 200k sessions)."""
+    keys = list(client.scan_iter(match=pattern, count=5000))
+    state = {}
+    for start in range(0, len(keys), 5000):
+        chunk = keys[start:start + 5000]
+        pipe = client.pipeline(transaction=False)
+        for key in chunk:
+            pipe.hgetall(key)
+        state.update(zip(chunk, pipe.execute()))
+    return state
+
+
 def seed_etcd(url, expired=0, valid=0, malformed=0, wrong_type=0, prefix=ETCD_PREFIX, now=None):
     """The same population in etcd, as JSON values (through the v3 JSON gateway)."""
     now = time.time() if now is None else now

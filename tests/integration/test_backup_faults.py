@@ -12,44 +12,17 @@ import http.server
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
+from harness.backups import restorable
+from harness.json_http import JsonAnswers
+from harness.module_process import run_sweep, start_sweep, wait_sweep
 from harness.servers import RedisServer
 from harness.sessions import PREFIX, seed_etcd, session
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULE = os.path.join(ROOT, 'plugins', 'modules', 'vllm_session_sweep.py')
-COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
-
-
-def run_sweep(tmp_path, server, prefix=(), **args):
-    """The module's result (with ``_rc``) from a process of its own; ``prefix`` wraps the command (prlimit)."""
-    return wait_sweep(start_sweep(tmp_path, server, prefix, **args))
-
-
-def start_sweep(tmp_path, server, prefix=(), **args):
-    if args.get('backend', 'redis') != 'etcd':
-        args.setdefault('login_host', '127.0.0.1')
-        args.setdefault('login_port', server.port)
-    args_file = tmp_path / f'args-{time.monotonic_ns()}.json'
-    args_file.write_text(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
-    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
-    return subprocess.Popen(list(prefix) + [sys.executable, MODULE, str(args_file)], env=env,  # pylint: disable=consider-using-with
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def wait_sweep(process):
-    out, err = process.communicate(timeout=600)
-    try:
-        result = json.loads(out)
-    except ValueError:
-        pytest.fail(f'the module printed no result (rc {process.returncode}): {out[-2000:]!r} {err[-2000:]!r}')
-    result['_rc'] = process.returncode
-    return result
+from harness.sessions import dump_hashes as sessions
 
 
 def seed(client, expired=0, valid=0):
@@ -62,45 +35,6 @@ def seed(client, expired=0, valid=0):
     for i in range(valid):
         pipe.hset(f'{PREFIX}v{i}', mapping=session(f'v{i}', str(int(now + 86400))))
     pipe.execute()
-
-
-def sessions(client) -> dict:
-    """Every session key with its fields, read with pipelined commands."""
-    keys = list(client.scan_iter(match=PREFIX + '*', count=5000))
-    state = {}
-    for start in range(0, len(keys), 5000):
-        chunk = keys[start:start + 5000]
-        pipe = client.pipeline(transaction=False)
-        for key in chunk:
-            pipe.hgetall(key)
-        state.update(zip(chunk, pipe.execute()))
-    return state
-
-
-def restorable(*paths) -> dict:
-    """key -> fields of every entry the backups say was deleted (format 2: a run's not_deleted names entry numbers)."""
-    found = {}
-    for path in paths:
-        runs = []
-        with open(path, 'rb') as handle:
-            for raw in handle:
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    assert raw is not None and not raw.endswith(b'\n'), 'only a torn last line may be unreadable'
-                    continue
-                if 'vllm_dr_backup' in line:
-                    runs.append(([], set(), set()))
-                elif 'not_deleted' in line:
-                    # format 1 (before runs were numbered) cancelled by key
-                    runs[-1][1 if 'entries' in line else 2].update(line.get('entries', line['not_deleted']))
-                else:
-                    runs[-1][0].append(line)
-        for entries, cancelled, cancelled_keys in runs:
-            for number, line in enumerate(entries, 1):
-                if number not in cancelled and line['key'] not in cancelled_keys:
-                    found[line['key'].encode()] = {name.encode(): value.encode() for name, value in line['fields'].items()}
-    return found
 
 
 @pytest.fixture
@@ -226,23 +160,16 @@ def test_store_killed_mid_sweep_of_200k_then_rerun_then_restore(tmp_path):
         server.stop()
 
 
-class _Introspection(http.server.BaseHTTPRequestHandler):
+class _Introspection(JsonAnswers):
     """An RFC 7662 endpoint that says every token is revoked, then fails with 500 after ``budget`` answers."""
 
     budget = 0
 
     def do_POST(self):  # pylint: disable=invalid-name
-        self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        self.read_body()
         type(self).budget -= 1
         body, status = (b'{"active": false}', 200) if type(self).budget >= 0 else (b'{"error": "boom"}', 500)
-        self.send_response(status)
-        self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        pass
+        self.answer(status, body)
 
 
 def test_a_sweep_stopped_by_the_identity_provider_reports_what_it_deleted(tmp_path, server):
