@@ -237,10 +237,23 @@ def test_a_role_missing_a_verb_fails_first_and_names_the_permission(workload, tm
     assert digest(workload.lab.cache_path) == cache
 
 
-@pytest.mark.skip(reason='open regression on the suite control plane: its first half passed before the rollout-wait and '
-                         'pod-scoping rework; now, with kwok-node-0 cordoned, the run fails earlier (the diagnosis saw '
-                         '"Pod ... not found" reading the logs). The wait through API errors and its re-run are covered by '
-                         'test_kubernetes_rollout_wait.py')
+def test_a_rollout_that_cannot_finish_fails_with_its_conditions(workload):
+    kube = workload.kube
+    kube.kubectl('cordon', 'kwok-node-0')
+    try:
+        inventory = workload.write_inventory(vllm_dr_k8s_rollout_timeout=8)
+        rc, output = run(workload, inventory=inventory)
+    finally:
+        kube.kubectl('uncordon', 'kwok-node-0')
+    assert rc != 0
+    # maxSurge 1, maxUnavailable 0: one new pod waits for a node, the two old ones keep serving
+    assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 2/2, '
+                     r'replicas 3 \(old ones included\); conditions: .*Progressing=True '
+                     r'\((NewReplicaSetCreated|ReplicaSetUpdated)', output), output[-4000:]
+
+
+@pytest.mark.skip(reason='open: on the suite control plane the first run fails as it should, but the re-run after '
+                         'the node comes back exits 2 instead of waiting for the unfinished rollout and completing')
 def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_waits_for_it(workload):
     kube = workload.kube
     kube.kubectl('cordon', 'kwok-node-0')
