@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -304,6 +305,9 @@ class Lab:
         self._start_redis()
         self._wait_redis()
         self.start_gateway()
+        # restored_at has whole seconds, as an operator writes it; a real restore ends long after its snapshot, the
+        # lab's within the same second: wait for the next second so that the snapshot's files are older than it
+        time.sleep(max(0.0, math.floor(self.state.get('snapshot_at', 0)) + 1 - time.time()))
         self.state['restored_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
         self._save()
         return {'restored_at': self.state['restored_at']}
