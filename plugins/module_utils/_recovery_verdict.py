@@ -1,0 +1,49 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Whether the restored state needs the recovery (purge, sweep, restart), and why: the diagnosis verdict.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+NOT_PROBED = 'not probed'
+# A probe that was not made, or that the module skipped, says nothing about the refresh path.
+_NO_LIVE_PROBE = (NOT_PROBED, 'skipped')
+
+
+def probe_classification(probe) -> str:
+    """The probe's classification, or 'not probed' when no probe ran (its task was skipped or absent)."""
+    return (probe or {}).get('classification', NOT_PROBED)
+
+
+def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str) -> list:
+    """Every reason the restored state needs the recovery, one line each; empty when it needs none.
+
+    `cache` is vllm_token_cache's inspection (the worst copy), `sessions` vllm_session_sweep's report,
+    `probe` vllm_refresh_probe's result (None or a skipped result when no probe was made), `logs` the
+    log_evidence of the service log since the restore, `select` the sweep's selection rule.
+    """
+    reasons = []
+    if cache['stale']:
+        reasons.append(cache['stale_reason'])
+    if cache['exists'] and cache['integrity'] != 'ok':
+        reasons.append(f"token cache is damaged: {cache['integrity']}")
+    if sessions['matched'] > 0:
+        reasons.append(f"{sessions['matched']} sessions to sweep ({select})")
+    classification = probe_classification(probe)
+    if classification not in ('healthy',) + _NO_LIVE_PROBE:
+        reasons.append(f'refresh probe: {classification}')
+    # Old error lines describe the past; they decide only when no live probe could be made.
+    if classification in _NO_LIVE_PROBE and logs['error_lines'] > 0:
+        reasons.append(f"{logs['error_lines']} token error lines in the service log since the restore")
+    return reasons
+
+
+def recovery_verdict(evidence: dict, select: str) -> dict:
+    """{'recovery_needed', 'reasons', 'probe_classification'} from the evidence dict (cache, sessions, probe, logs)."""
+    reasons = recovery_reasons(evidence['cache'], evidence['sessions'], evidence.get('probe'), evidence['logs'], select)
+    return {'recovery_needed': bool(reasons), 'reasons': reasons,
+            'probe_classification': probe_classification(evidence.get('probe'))}

@@ -1,0 +1,79 @@
+"""The diagnosis verdict: each piece of evidence that calls for the recovery, and the log lines a live probe overrules."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.inferops.vllm_dr.plugins.filter.recovery_verdict import FilterModule
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._recovery_verdict import recovery_verdict
+
+verdict_filter = FilterModule().filters()['recovery_verdict']
+
+CLEAN_CACHE = {'stale': False, 'stale_reason': '', 'exists': True, 'integrity': 'ok'}
+HEALTHY_PROBE = {'classification': 'healthy', 'status': 200}
+SKIPPED_TASK = {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'}
+
+
+def evidence(cache=None, matched=0, probe=HEALTHY_PROBE, error_lines=0):
+    return {'cache': dict(CLEAN_CACHE, **(cache or {})), 'sessions': {'matched': matched, 'scanned': 10},
+            'probe': probe, 'logs': {'error_lines': error_lines}}
+
+
+def test_recovery_is_not_needed_when_every_piece_of_evidence_is_clean():
+    assert recovery_verdict(evidence(), 'expired') == {'recovery_needed': False, 'reasons': [],
+                                                       'probe_classification': 'healthy'}
+
+
+def test_a_stale_cache_needs_the_recovery_with_its_own_reason():
+    result = recovery_verdict(evidence(cache={'stale': True, 'stale_reason': 'cache older than the restore'}), 'expired')
+    assert result['recovery_needed'] and result['reasons'] == ['cache older than the restore']
+
+
+def test_a_damaged_cache_needs_the_recovery():
+    result = recovery_verdict(evidence(cache={'integrity': 'malformed'}), 'expired')
+    assert result['reasons'] == ['token cache is damaged: malformed']
+
+
+def test_a_missing_cache_is_not_damaged():
+    assert recovery_verdict(evidence(cache={'exists': False, 'integrity': 'missing'}), 'expired')['reasons'] == []
+
+
+def test_sessions_to_sweep_are_counted_with_the_selection_rule():
+    assert recovery_verdict(evidence(matched=3), 'restored')['reasons'] == ['3 sessions to sweep (restored)']
+
+
+@pytest.mark.parametrize('classification', ['invalid_grant', 'unreachable', 'server_error'])
+def test_a_probe_that_is_not_healthy_needs_the_recovery(classification):
+    result = recovery_verdict(evidence(probe={'classification': classification}), 'expired')
+    assert result['reasons'] == [f'refresh probe: {classification}']
+    assert result['probe_classification'] == classification
+
+
+def test_a_healthy_probe_overrules_old_error_lines():
+    assert recovery_verdict(evidence(error_lines=5), 'expired')['recovery_needed'] is False
+
+
+@pytest.mark.parametrize('probe, classification', [
+    (None, 'not probed'), (SKIPPED_TASK, 'not probed'), ({'classification': 'skipped'}, 'skipped')])
+def test_error_lines_decide_when_no_live_probe_was_made(probe, classification):
+    result = recovery_verdict(evidence(probe=probe, error_lines=4), 'expired')
+    assert result['reasons'] == ['4 token error lines in the service log since the restore']
+    assert result['probe_classification'] == classification
+
+
+@pytest.mark.parametrize('probe', [None, SKIPPED_TASK])
+def test_no_probe_and_no_error_lines_need_nothing(probe):
+    assert recovery_verdict(evidence(probe=probe), 'expired')['recovery_needed'] is False
+
+
+def test_every_reason_is_listed_in_order():
+    result = recovery_verdict(evidence(cache={'stale': True, 'stale_reason': 'stale', 'integrity': 'torn'}, matched=2,
+                                       probe={'classification': 'invalid_grant'}, error_lines=9), 'expired')
+    assert result['reasons'] == ['stale', 'token cache is damaged: torn', '2 sessions to sweep (expired)',
+                                 'refresh probe: invalid_grant']
+
+
+def test_the_filter_names_missing_evidence_in_one_line():
+    with pytest.raises(AnsibleFilterError, match="lacks or mistypes 'logs'"):
+        verdict_filter({'cache': CLEAN_CACHE, 'sessions': {'matched': 0}, 'probe': None}, 'expired')
