@@ -12,7 +12,9 @@ description:
   - Edits the text of a block-style YAML document so that O(path) holds O(value); every other line, comment and
     key order stays as it was.
   - The result is parsed back and compared with the intended document. When the text edit cannot express it
-    (flow style, anchors), the whole document is dumped instead and C(formatting_kept) is false.
+    (flow style, anchors, uneven indentation), the filter fails with a message that says what to do, so no
+    comment is ever lost silently; with O(rewrite=true) it writes the whole document out again from its parsed
+    form instead (comments and layout lost) and reports C(formatting_kept=false).
 options:
   _input:
     description: The YAML text.
@@ -26,6 +28,13 @@ options:
     description: The value to set.
     type: raw
     required: true
+  rewrite:
+    description:
+      - Whether the document may be written out again from its parsed form, losing its comments and layout, when
+        the text edit cannot keep them. The caller then reads C(formatting_kept) and decides.
+      - When V(false), such a document makes the filter fail instead.
+    type: bool
+    default: false
 author:
   - inferops SRE (@inferops)
 """
@@ -34,12 +43,26 @@ EXAMPLES = r"""
 - name: Turn on the start-up sweep in vllm.yaml
   ansible.builtin.set_fact:
     edited: "{{ config_text | inferops.vllm_dr.yaml_set('session_state_store.refresh_on_startup', true) }}"
+
+- name: Allow a rewrite that loses comments, and say so
+  ansible.builtin.set_fact:
+    edited: "{{ config_text | inferops.vllm_dr.yaml_set('session_state_store.refresh_on_startup', true, rewrite=true) }}"
 """
 
 RETURN = r"""
 _value:
-  description: C(text) (the new document), C(changed) and C(formatting_kept).
+  description: The edit.
   type: dict
+  contains:
+    text:
+      description: The new document.
+      type: str
+    changed:
+      description: Whether the document differs from the one given.
+      type: bool
+    formatting_kept:
+      description: Whether every comment and the layout were kept; V(false) only with O(rewrite=true).
+      type: bool
 """
 
 from ansible.errors import AnsibleFilterError
@@ -47,9 +70,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
 
 
-def yaml_set(text, path, value):
+def yaml_set(text, path, value, rewrite=False):
     try:
-        return set_key(str(text or ''), path, value)
+        return set_key(str(text or ''), path, value, rewrite=bool(rewrite))
     except YamlEditError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

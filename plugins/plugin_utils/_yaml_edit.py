@@ -5,8 +5,9 @@
 
 Operators keep notes in vllm.yaml; a dump of the parsed document would drop them. The edit covers block
 mappings, the form such files are written in. Whatever it produces is parsed back and must equal the intended
-document; when it does not (flow style, anchors, odd indentation), the document is dumped instead and the
-caller is told the formatting was not kept.
+document. When it does not (flow style, anchors, odd indentation), the edit is refused with one message that
+says what to do, unless the caller allowed a rewrite from the parsed form (comments and layout lost), which the
+result then reports as formatting_kept false.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import yaml
 
 class YamlEditError(ValueError):
     pass
+
+
+class YamlLayoutError(YamlEditError):
+    """The text edit cannot set the key without losing the document's comments and layout."""
 
 
 def _scalar(value) -> str:
@@ -98,8 +103,12 @@ def _edit(lines: list, keys: list, value, start: int, end: int, indent: str) -> 
     _edit(lines, keys[1:], value, number + 1, block_end, _child_indent(lines, number, block_end, indent))
 
 
-def set_key(text: str, path: str, value) -> dict:
-    """Return {'text', 'changed', 'formatting_kept'} for text with the dotted path set to value."""
+def set_key(text: str, path: str, value, rewrite: bool = False) -> dict:
+    """Return {'text', 'changed', 'formatting_kept'} for text with the dotted path set to value.
+
+    When the line edit cannot express the change, raise YamlLayoutError, or, with rewrite, return the document
+    written out from its parsed form with formatting_kept false.
+    """
     keys = [key for key in str(path).split('.') if key]
     if not keys:
         raise YamlEditError('path is empty; give the dotted key to set, for example session_state_store.refresh_on_startup')
@@ -124,5 +133,9 @@ def set_key(text: str, path: str, value) -> dict:
             return {'text': edited, 'changed': True, 'formatting_kept': True}
     except (yaml.YAMLError, AttributeError):
         pass
+    if not rewrite:
+        raise YamlLayoutError(f'{".".join(keys)} cannot be set by a line edit of this document without losing its '
+                              'comments and layout (flow style, anchors or uneven indentation); write that part in '
+                              f'block style or set {".".join(keys)}: {_scalar(value)} by hand, then re-run')
     dumped = yaml.safe_dump(wanted, default_flow_style=False, sort_keys=False)
     return {'text': dumped, 'changed': True, 'formatting_kept': False}

@@ -52,7 +52,7 @@ def test_set_key_treats_the_string_true_as_different_from_the_boolean():
 
 
 def test_set_key_falls_back_to_a_dump_for_flow_style_and_says_so():
-    result = set_key('session_state_store: {type: redis}\nother: 1\n', KEY, True)
+    result = set_key('session_state_store: {type: redis}\nother: 1\n', KEY, True, rewrite=True)
     assert result['changed'] and not result['formatting_kept']
     assert yaml.safe_load(result['text']) == {'session_state_store': {'type': 'redis', 'refresh_on_startup': True},
                                               'other': 1}
