@@ -30,7 +30,7 @@ def disagreements(found: dict) -> list:
     lines = []
     for name, declared in sorted(found.items()):
         for field in FIELDS:
-            values = {repr(option.get(field)) for _, option in declared}
+            values = {repr(option.get(field)) for _place, option in declared}
             if len(values) > 1:
                 where = '; '.join(f'{place}={option.get(field)!r}' for place, option in declared)
                 lines.append(f'{name}.{field} differs: {where}')

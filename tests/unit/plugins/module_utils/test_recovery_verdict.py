@@ -15,7 +15,8 @@ HEALTHY_PROBE = {'classification': 'healthy', 'status': 200}
 SKIPPED_TASK = {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'}
 
 
-def evidence(cache=None, matched=0, probe=HEALTHY_PROBE, error_lines=0):
+def evidence(cache=None, matched=0, probe='healthy', error_lines=0):
+    probe = HEALTHY_PROBE if probe == 'healthy' else probe
     return {'cache': dict(CLEAN_CACHE, **(cache or {})), 'sessions': {'matched': matched, 'scanned': 10},
             'probe': probe, 'logs': {'error_lines': error_lines}}
 

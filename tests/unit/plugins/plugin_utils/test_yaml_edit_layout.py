@@ -50,7 +50,7 @@ def test_the_filter_refuses_with_one_line_and_rewrites_on_request():
 def test_the_kubernetes_preconditions_name_the_layout_before_anything_changes():
     config_maps = [{'data': {'vllm.yaml': FLOW}}]
     problems = purge_preconditions({'metadata': {'name': 'vllm'}}, [], [], config_maps, namespace='vllm',
-                                     config_map='vllm-config', config_key='vllm.yaml', edit_path=KEY, edit_value=True)
+                                   config_map='vllm-config', config_key='vllm.yaml', edit_path=KEY, edit_value=True)
     assert any(problem.startswith('vllm.yaml in ConfigMap vllm-config in namespace vllm: '
                                   'session_state_store.refresh_on_startup cannot be set by a line edit')
                for problem in problems)
