@@ -35,9 +35,9 @@ def checkout(dest, commit):
 def build(repo, commit, out, umask, tmpdir):
     os.makedirs(tmpdir, exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmpdir))
-    done = subprocess.run([sys.executable, TOOL, '--repo', str(repo), '--commit', commit, '--output-dir', str(out)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False,
-                          preexec_fn=lambda: os.umask(umask))
+    command = [sys.executable, TOOL, '--repo', str(repo), '--commit', commit, '--output-dir', str(out)]
+    done = subprocess.run(['sh', '-c', f'umask {umask:03o} && exec "$@"', 'sh', *command],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
