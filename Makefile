@@ -13,7 +13,7 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
@@ -22,7 +22,8 @@ help:
 	@echo "make docs         the documentation site, for a reader: build/docs/html/index.html"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
-	@echo "make build        the Galaxy tarball"
+	@echo "make build        the Galaxy tarball of a commit (COMMIT=HEAD), reproducible: same commit, same bytes"
+	@echo "make release      the changelog's release section from changelogs/fragments (again after a merge)"
 	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
 	@echo "make bench-sweep  session sweep against redis-cli (1,000,000 sessions)"
 
@@ -107,8 +108,19 @@ k8s-up:
 k8s-down:
 	bash tools/k8s/cluster.sh down
 
+# The Galaxy tarball of a commit (COMMIT=HEAD by default; uncommitted changes are not in it), byte for byte
+# the same on every build of that commit: tools/build_collection.py says how. Prints its path and sha256.
+COMMIT ?= HEAD
 build: deps
-	$(BIN)/ansible-galaxy collection build --force --output-path build/
+	$(BIN)/python tools/build_collection.py --commit '$(COMMIT)' --output-dir build/
+
+# The release section of CHANGELOG.rst and changelogs/changelog.yaml, for the version in galaxy.yml, from the
+# fragments in changelogs/fragments (which it then removes). Run again after merging branches that add
+# fragments: they join the same release, whose date stays the one of the first run.
+release: deps
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog release --reload-plugins
+	$(BIN)/antsibull-changelog lint-changelog-yaml --strict changelogs/changelog.yaml
 
 bench-cache: deps
 	$(BIN)/python tests/bench/bench_cache.py --rows 1000000
