@@ -129,6 +129,47 @@ def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, 
     return problems
 
 
+def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str) -> list:
+    """Why the purge inside the pods did not reach every pod, one line per pod, then what was done: [] when it did.
+
+    `results` are the purge loop's results (item `<namespace>/<pod>`), `pods` the pods of the namespace read after the
+    loop. A pod no longer running (deleted, being deleted or replaced while the loop ran) is named as such; any other
+    failure keeps the module's own message.
+    """
+    # no module result from the pod (kubectl exec found no pod) leaves only module_stderr behind
+    failed = [result for result in results or []
+              if result.get('failed') or result.get('unreachable') or 'module_stderr' in result]
+    if not failed:
+        return []
+    running = {_meta(pod).get('name') for pod in running_pods(pods)}
+    lines = []
+    for result in failed:
+        pod = str(result.get('item', '')).split('/', 1)[-1]
+        if pod not in running:
+            lines.append(f'pod {pod} of Deployment {deployment} in namespace {namespace} went away during the purge '
+                         '(deleted or replaced), so its cache was not purged')
+        else:
+            message = str(result.get('msg') or 'no message').splitlines()[0]
+            lines.append(f'purging the token cache in pod {pod} of Deployment {deployment} failed: {message}')
+    purged = len(results) - len(failed)
+    lines.append(f'the cache was purged in {purged} other pod{"" if purged == 1 else "s"} (backups in {backup_dir}); '
+                 'sessions, the configuration and the Deployment were left as they were: re-run to purge the pods '
+                 'running now')
+    return lines
+
+
+def api_error(result: dict) -> str:
+    """What a failed kubernetes.core call says, without the body it sent or got back (a pod template's env values).
+
+    The HTTP status and reason when the API server answered, else the first line of the error (a connection refused).
+    """
+    result = result if isinstance(result, dict) else {}
+    if result.get('status') is not None and result.get('reason') is not None:
+        return f"the API server answered HTTP {result['status']} ({result['reason']})"
+    line = (str(result.get('msg') or 'no answer').splitlines() or [''])[0]
+    return line if len(line) <= 200 else line[:197] + '...'
+
+
 def wait_outcome(result: dict) -> str:
     """What one read of the Deployment during a rollout wait says: 'complete', 'progressing', 'gone' or 'error'.
 

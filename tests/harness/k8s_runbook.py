@@ -6,6 +6,9 @@ import copy
 import hashlib
 import json
 import os
+import re
+import threading
+import time
 
 import redis
 import yaml
@@ -17,6 +20,30 @@ RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
 
 def run(workload, *extra, inventory=None):
     return playbook(inventory or workload.inventory_path, 'dr_restore.yml', *extra, env=workload.kube.env)
+
+
+def when(condition, action, timeout: float = 300) -> threading.Thread:
+    """Call action() once, as soon as condition() holds (polled every 0.05 s): a fault injected at a given step."""
+    def watch():
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                action()
+                return
+            time.sleep(0.05)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def when_logged(log_path: str, pattern: str, action, timeout: float = 300) -> threading.Thread:
+    """Call action() once the ansible log at log_path (ANSIBLE_LOG_PATH) matches pattern."""
+    def logged():
+        if not os.path.exists(log_path):
+            return False
+        with open(log_path, encoding='utf-8', errors='replace') as handle:
+            return re.search(pattern, handle.read()) is not None
+    return when(logged, action, timeout)
 
 
 def digest(path):

@@ -6,14 +6,12 @@ import json
 import os
 import re
 import subprocess
-import threading
 
-import pytest
 import yaml
 
 from harness.k8s import CONFIG_NOTE
 from harness.k8s_runbook import (cluster_state, current_hash, digest, pod_hashes, rbac_documents, report, run,
-                                 service_account_kubeconfig, store)
+                                 service_account_kubeconfig, store, when_logged)
 from harness.playbooks import playbook, recap
 from harness.sessions import dump_redis
 
@@ -237,24 +235,7 @@ def test_a_role_missing_a_verb_fails_first_and_names_the_permission(workload, tm
     assert digest(workload.lab.cache_path) == cache
 
 
-def test_a_rollout_that_cannot_finish_fails_with_its_conditions(workload):
-    kube = workload.kube
-    kube.kubectl('cordon', 'kwok-node-0')
-    try:
-        inventory = workload.write_inventory(vllm_dr_k8s_rollout_timeout=8)
-        rc, output = run(workload, inventory=inventory)
-    finally:
-        kube.kubectl('uncordon', 'kwok-node-0')
-    assert rc != 0
-    # maxSurge 1, maxUnavailable 0: one new pod waits for a node, the two old ones keep serving
-    assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 2/2, '
-                     r'replicas 3 \(old ones included\); conditions: .*Progressing=True '
-                     r'\((NewReplicaSetCreated|ReplicaSetUpdated)', output), output[-4000:]
-
-
-@pytest.mark.skip(reason='open: on the suite control plane the first run fails as it should, but the re-run after '
-                         'the node comes back exits 2 instead of waiting for the unfinished rollout and completing')
-def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_waits_for_it(workload):
+def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_waits_for_it(workload, tmp_path):
     kube = workload.kube
     kube.kubectl('cordon', 'kwok-node-0')
     try:
@@ -265,14 +246,20 @@ def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_wa
         assert re.search(r'rollout of Deployment vllm in vllm-\w+ did not finish in 8 s: updated 1/2, available 2/2, '
                          r'replicas 3 \(old ones included\); conditions: .*Progressing=True '
                          r'\((NewReplicaSetCreated|ReplicaSetUpdated)', output), output[-4000:]
-        # the re-run waits for the rollout the first run left unfinished; the node comes back meanwhile
-        timer = threading.Timer(8, kube.kubectl, ('uncordon', 'kwok-node-0'))
-        timer.start()
-        rc, output = run(workload, inventory=workload.write_inventory(vllm_dr_k8s_rollout_timeout=120))
-        timer.join()
+        # the re-run waits for the rollout the first run left unfinished; the node comes back just after the re-run
+        # listed the pods, so the rollout replaces them while it would read their logs and purge them
+        log_path = str(tmp_path / 'rerun.log')
+        watcher = when_logged(log_path, r'TASK \[inferops\.vllm_dr\.restore : Keep the running pods\]',
+                              lambda: kube.kubectl('uncordon', 'kwok-node-0'))
+        rc, output = playbook(workload.write_inventory(vllm_dr_k8s_rollout_timeout=120), 'dr_restore.yml',
+                              env=dict(kube.env, ANSIBLE_LOG_PATH=log_path))
+        watcher.join()
     finally:
         kube.kubectl('uncordon', 'kwok-node-0', check=False)
     assert rc == 0, output[-6000:]
+    # the diagnosis waited for the rollout before it read the logs of the pods it left
+    assert re.search(r"TASK \[inferops\.vllm_dr\.purge : Wait until the Deployment's rollout is complete\].*"
+                     r'TASK \[inferops\.vllm_dr\.restore : Read the logs of every replica\]', output, re.S), output[-6000:]
     # the validation waited for the rollout too (whether or not the re-run restarted again)
     assert "Fix the rollout wait's deadline" in output[output.index('Prove the recovery'):], output[-6000:]
     assert pod_hashes(workload) == {current_hash(workload)}

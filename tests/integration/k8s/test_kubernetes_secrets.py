@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets as secrets_module
 
 import yaml
 
@@ -16,6 +17,7 @@ from lab.labctl import LAB_CLIENT
 def token_identity(workload, tmp_path) -> dict:
     """vllm_dr_k8s_auth for the shipped Role's ServiceAccount: its bearer token, the API server and its CA."""
     kube = workload.kube
+    kube.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'velero'}})  # where the Role reads Restores
     kube.apply(*rbac_documents(workload.namespace))
     token = kube.kubectl('-n', workload.namespace, 'create', 'token', 'vllm-dr', '--duration=1h').strip()
     cluster = yaml.safe_load(kube.kubectl('config', 'view', '--raw', '--minify', '-o', 'yaml'))['clusters'][0]['cluster']
@@ -29,6 +31,11 @@ def token_identity(workload, tmp_path) -> dict:
 
 def test_kubernetes_drill_with_a_token_identity_prints_no_secret_at_vvv_with_diff(healthy_workload, tmp_path):
     workload = healthy_workload
+    # the pod template carries a secret as an env value, as vLLM's often does (an API key): every read of the
+    # Deployment, its ReplicaSets and pods returns it
+    env_secret = 'hf_' + secrets_module.token_hex(16)
+    workload.kube.kubectl('-n', workload.namespace, 'set', 'env', 'deployment/vllm', f'HF_TOKEN={env_secret}')
+    workload.kube.rollout_status(workload.namespace)
     auth = token_identity(workload, tmp_path)
     inventory = workload.write_inventory(vllm_dr_k8s_auth=auth)
     log_path = tmp_path / 'ansible.log'
@@ -45,7 +52,7 @@ def test_kubernetes_drill_with_a_token_identity_prints_no_secret_at_vvv_with_dif
     assert 'ESTABLISH kubectl CONNECTION' in output
     assert 'session_state_store.refresh_on_startup set to true' in output
 
-    secrets = {auth['api_key'], LAB_CLIENT[1], workload.host['vllm_dr_introspection']['client_secret']}
+    secrets = {auth['api_key'], LAB_CLIENT[1], workload.host['vllm_dr_introspection']['client_secret'], env_secret}
     secrets |= idp_tokens(workload.lab.path('idp', 'idp.db'))
     assert len(secrets) > 10
     leaks = find_leaks(secrets, texts={'output': output},

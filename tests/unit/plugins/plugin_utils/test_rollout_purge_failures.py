@@ -1,0 +1,58 @@
+"""A pod that goes away while the purge loop runs is named as gone; other failures keep their own message."""
+
+from __future__ import annotations
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import purge_failures
+
+OPTIONS = {'deployment': 'vllm', 'namespace': 'ns', 'backup_dir': '/backups/run-1'}
+
+
+def pod(name, phase='Running', deleting=False):
+    meta = {'name': name}
+    if deleting:
+        meta['deletionTimestamp'] = '2026-12-03T12:00:00Z'
+    return {'metadata': meta, 'status': {'phase': phase}}
+
+
+def purged(name):
+    return {'item': f'ns/{name}', 'changed': True, 'backup_files': [f'/data/{name}.db']}
+
+
+def failed(name, msg='MODULE FAILURE\nSee stdout/stderr for the exact error'):
+    return {'item': f'ns/{name}', 'failed': True, 'msg': msg}
+
+
+def test_every_pod_purged_is_no_failure():
+    assert purge_failures([purged('a'), purged('b')], [pod('a'), pod('b')], **OPTIONS) == []
+
+
+def no_result(name):
+    """What the loop keeps when kubectl exec finds no pod: no module result, its failure waived for the judgement."""
+    return {'item': f'ns/{name}', 'failed': False, 'failed_when_result': False, 'rc': 1,
+            'module_stderr': f'Error from server (NotFound): pods "{name}" not found\n',
+            'msg': 'Module result deserialization failed: No start of json char found'}
+
+
+def test_a_pod_deleted_during_the_loop_is_named_gone_and_the_rerun_is_asked_for():
+    lines = purge_failures([purged('a'), no_result('b')], [pod('a'), pod('c', phase='Pending')], **OPTIONS)
+    assert lines == [
+        'pod b of Deployment vllm in namespace ns went away during the purge (deleted or replaced), so its cache '
+        'was not purged',
+        'the cache was purged in 1 other pod (backups in /backups/run-1); sessions, the configuration and the '
+        'Deployment were left as they were: re-run to purge the pods running now']
+
+
+def test_a_pod_being_deleted_or_unreachable_counts_as_gone():
+    results = [failed('a'), {'item': 'ns/b', 'unreachable': True, 'msg': 'gone'}]
+    lines = purge_failures(results, [pod('a', deleting=True)], **OPTIONS)
+    assert [line.split(' went away')[0] for line in lines[:2]] == ['pod a of Deployment vllm in namespace ns'] * 1 + \
+        ['pod b of Deployment vllm in namespace ns']
+    assert lines[2].startswith('the cache was purged in 0 other pods')
+
+
+def test_a_failure_in_a_pod_still_running_keeps_the_modules_first_line():
+    lines = purge_failures([failed('a', msg='not an SQLite database: /data/token_cache.db\nmore'), purged('b')],
+                           [pod('a'), pod('b')], **OPTIONS)
+    assert lines[0] == ('purging the token cache in pod a of Deployment vllm failed: '
+                        'not an SQLite database: /data/token_cache.db')
+    assert len(lines) == 2
