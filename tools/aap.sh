@@ -20,16 +20,11 @@ drill=$root/build/aap/lab-requirements.txt
 # the lab and the tests, without the collection bundle and tools that pin their own ansible-core
 grep -vE '^(ansible|ansible-core|ansible-lint|antsibull-changelog|molecule|pytest-testinfra)[=<>]' \
   "$root/tests/requirements.txt" > "$drill"
-want=$(printf '%s\n' "$python" "$core" | cat - "$root/requirements.txt" "$drill" "$root/tests/aap/requirements.txt" \
-  | sha256sum | cut -d' ' -f1)
-if [ ! -x "$venv/bin/ansible-runner" ] || [ "$(cat "$venv/.inputs.sha256" 2>/dev/null)" != "$want" ]; then
-  printf 'aap: building %s (%s)\n' "$venv" "$core" >&2
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$core" -r "$root/requirements.txt" \
-    -r "$drill" -r "$root/tests/aap/requirements.txt"
-  echo "$want" > "$venv/.inputs.sha256"
-fi
+# shellcheck source=tools/side-venv.sh
+. "$root/tools/side-venv.sh"
+cat "$root/requirements.txt" "$drill" "$root/tests/aap/requirements.txt" > "$root/build/aap/inputs.txt"
+side_venv "$python" "$venv" "$root/build/aap/inputs.txt" "$core" -r "$root/requirements.txt" -r "$drill" \
+  -r "$root/tests/aap/requirements.txt"
 chmod -R a+rX "$root/build/aap"
 
 pytest() { (cd "$root" && "$venv/bin/python" -m pytest -p no:cacheprovider "$@"); }

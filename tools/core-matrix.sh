@@ -9,7 +9,10 @@
 # matrix is narrowed on purpose: VLLM_DR_CORES="2.16 2.21".
 #   VLLM_DR_CORE_JOBS=N       cores run N at a time (default 2)
 #   VLLM_DR_FULL_SANITY=...   cores that run every sanity test (default: all; "oldest" and "newest" name
-#                             those); the others run compile, import and validate-modules only
+#                             those, "none" none); the others run only VLLM_DR_SANITY_TESTS
+#   VLLM_DR_SANITY_TESTS=...  the sanity tests of the other cores (default: compile import validate-modules)
+#   VLLM_DR_SKIP_CORES=...    cores left out because another gate tests them (named in the output)
+#   VLLM_DR_DRILL_SELECT=...  a pytest -k expression: only these tests of the drill (default: the whole file)
 # Virtualenvs and ansible-test's own environments live under ~/.cache/inferops-vllm-dr/cores;
 # logs and ansible-test results under reports/cores/<core>/.
 set -euo pipefail
@@ -22,6 +25,8 @@ stages=${1:-all}
 jobs=${VLLM_DR_CORE_JOBS:-2}
 
 log() { printf 'core-matrix: %s\n' "$*" >&2; }
+# shellcheck source=tools/side-venv.sh
+. "$root/tools/side-venv.sh"
 
 all_cores=$(awk '/^[0-9]/ {print $1}' "$matrix")
 cores=${VLLM_DR_CORES:-$all_cores}
@@ -31,10 +36,17 @@ full_sanity=${VLLM_DR_FULL_SANITY:-all}
 full_sanity=${full_sanity//all/$all_cores}
 full_sanity=${full_sanity//oldest/$oldest}
 full_sanity=${full_sanity//newest/$newest}
+full_sanity=${full_sanity//none/}
+read -ra partial_tests <<<"${VLLM_DR_SANITY_TESTS:-compile import validate-modules}"
+drill_select=${VLLM_DR_DRILL_SELECT:-}
 for core in $cores; do
   grep -qE "^${core}[[:space:]]" "$matrix" || { log "core $core is not in $matrix"; exit 2; }
 done
 [ "$cores" = "$all_cores" ] || log "matrix narrowed on purpose to: $(tr '\n' ' ' <<<"$cores")"
+for core in ${VLLM_DR_SKIP_CORES:-}; do
+  log "ansible-core $core: left out here, another gate tests it"
+  cores=$(grep -vxF -- "$core" <<<"$cores" || true)
+done
 
 # The interpreter for Python X.Y: on PATH, then pyenv's versions (its shims answer only for a
 # selected version, so they are tried and skipped when they do not), then the usual prefixes.
@@ -70,14 +82,9 @@ make_venv() {
       "$root/tests/requirements.txt" > "$cache/$core.drill-requirements.txt"
     reqs+=(-r "$root/requirements.txt" -r "$cache/$core.drill-requirements.txt")
   fi
-  want=$(printf '%s\n' "$python" "$pin" | cat - "$root/requirements.txt" \
-    "$([ "$with_drill" = yes ] && echo "$cache/$core.drill-requirements.txt" || echo /dev/null)" | sha256sum | cut -d' ' -f1)
-  if [ ! -x "$venv/bin/ansible-test" ] || [ "$(cat "$venv/.inputs.sha256" 2>/dev/null)" != "$want" ]; then
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${reqs[@]}"
-    echo "$want" > "$venv/.inputs.sha256"
-  fi
+  local inputs=/dev/null
+  [ "$with_drill" = yes ] && inputs=$cache/$core.inputs.txt && cat "$root/requirements.txt" "$cache/$core.drill-requirements.txt" > "$inputs"
+  side_venv "$python" "$venv" "$inputs" "${reqs[@]}" >&2
   echo "$venv"
 }
 
@@ -126,11 +133,13 @@ run_core() {
   mkdir -p "$home"
   local summary=("ansible-core $core ($pin, controller Python $version):")
   if [[ $stages == all || $stages == sanity ]]; then
-    local tests=()
-    grep -qwF -- "$core" <<<"$full_sanity" || tests=(--test compile --test import --test validate-modules)
+    local tests=() test
+    if ! grep -qwF -- "$core" <<<"$full_sanity"; then
+      for test in "${partial_tests[@]}"; do tests+=(--test "$test"); done
+    fi
     if HOME=$home VLLM_DR_VENV=$venv VLLM_DR_TEST_REPORTS=$out/ansible-test \
         bash "$root/tools/ansible-test.sh" sanity --python "$version" --color no "${tests[@]}" >>"$out/log" 2>&1; then
-      summary+=("sanity${tests:+ (compile, import, validate-modules)} passed;")
+      summary+=("sanity${tests:+ (${partial_tests[*]})} passed;")
     else
       summary+=("sanity FAILED;"); status=1
     fi
@@ -154,8 +163,8 @@ run_core() {
   fi
   if [[ $drill == yes && ( $stages == all || $stages == drill ) ]]; then
     if (cd "$root" && "$venv/bin/python" -m pytest -p no:cacheprovider tests/integration/test_runbook.py \
-        --junitxml="$out/drill.xml") >>"$out/log" 2>&1; then
-      summary+=("drill passed;")
+        ${drill_select:+-k "$drill_select"} --junitxml="$out/drill.xml") >>"$out/log" 2>&1; then
+      summary+=("drill${drill_select:+ (-k $drill_select)} passed;")
     else
       summary+=("drill FAILED;"); status=1
     fi
