@@ -3,6 +3,16 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 ROOT := $(CURDIR)
+# the ansible-core matrix: every core of tests/cores/matrix.txt unless narrowed on purpose
+CORES ?=
+CORE_JOBS ?= 2
+# `make cores`: every sanity test under every core, the whole drill file on the oldest and the newest
+FULL_SANITY ?= all
+# `make cores-quick` (what `make test` runs, to fit its time): on each core only the sanity tests whose outcome
+# depends on the core; 2.19's full sanity is `make sanity`; the end-to-end recovery and its --check run as the drill
+QUICK_SANITY_TESTS ?= compile ansible-doc validate-modules
+QUICK_SKIP_CORES ?= 2.19
+QUICK_DRILL ?= recovers_the_lab_and_writes_a_well_formed_report or check_mode_touches_nothing
 VENV ?= $(ROOT)/.venv
 BIN := $(VENV)/bin
 COLLECTIONS := $(ROOT)/build/collections
@@ -13,13 +23,19 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
 
 help:
-	@echo "make test         every gate: sanity, ansible-lint, unit, integration"
+	@echo "make test         every gate: sanity, the core matrix (cores-quick), ansible-lint, unit, integration, molecule, floors, aap"
 	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
 	@echo "make sanity|lint|unit|integration|molecule|ci-lint|docs-lint|docs-site   one gate"
 	@echo "make docs         the documentation site, for a reader: build/docs/html/index.html"
+	@echo "make cores        every ansible-test sanity test under each ansible-core of tests/cores/matrix.txt, the drill on the oldest and newest"
+	@echo "                  (CORES=\"2.16 2.21\" narrows the matrix on purpose; CORE_JOBS=N runs N cores at a time)"
+	@echo "make cores-quick  what make test runs of the matrix: compile, ansible-doc and validate-modules per core (2.19: make sanity),"
+	@echo "                  compile and import on every target Python of 2.16, the end-to-end drill on 2.16 and 2.21"
+	@echo "make floors       the session-store, probe and token-cache tests on requirements.txt's lower bounds"
+	@echo "make aap          the execution environment context, the AWX assets, the AWX-style restore and rollback jobs"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball of a commit (COMMIT=HEAD), reproducible: same commit, same bytes"
@@ -33,11 +49,27 @@ deps:
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
 # -k: every gate runs even when an earlier one is red; make still exits non-zero.
+# cores-quick is the part of the core matrix that fits make test's time; `make cores` is the whole matrix.
 test: deps
-	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule ci-lint docs-lint docs-site
+	@$(MAKE) --no-print-directory -k sanity cores-quick lint unit integration molecule ci-lint docs-lint docs-site floors aap
 
 sanity: deps
 	bash tools/ansible-test.sh sanity --python 3.11 --color no
+
+# One driver for the whole matrix: a virtualenv per core on a Python that core supports (found, not assumed).
+cores: deps
+	VLLM_DR_CORES="$(CORES)" VLLM_DR_CORE_JOBS=$(CORE_JOBS) VLLM_DR_FULL_SANITY="$(FULL_SANITY)" bash tools/core-matrix.sh
+
+cores-quick: deps
+	VLLM_DR_CORES="$(CORES)" VLLM_DR_CORE_JOBS=$(CORE_JOBS) VLLM_DR_FULL_SANITY=none \
+	  VLLM_DR_SANITY_TESTS="$(QUICK_SANITY_TESTS)" VLLM_DR_SKIP_CORES="$(QUICK_SKIP_CORES)" \
+	  VLLM_DR_DRILL_SELECT="$(QUICK_DRILL)" bash tools/core-matrix.sh
+
+floors: deps
+	bash tools/floors.sh
+
+aap: deps
+	bash tools/aap.sh all
 
 lint: deps
 	$(BIN)/ansible-lint --profile production

@@ -4,19 +4,20 @@
 # so the tracked (and untracked, not ignored) files are staged into a temporary
 # tree outside this checkout (inside it, ansible-test would ask this checkout's
 # git for the file list and find the staged files ignored). Its results are
-# copied back to reports/ansible-test/.
+# copied back to reports/ansible-test/ (or $VLLM_DR_TEST_REPORTS).
 # Its pip bootstrap script normally comes from a download; the project's own
 # tools/get_pip_offline.py is put into ansible-test's cache instead.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${VLLM_DR_VENV:-$root/.venv}
+results=${VLLM_DR_TEST_REPORTS:-$root/reports/ansible-test}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vllm-dr-ansible-test.XXXXXX")
 stage=$tmp/ansible_collections/inferops/vllm_dr
 finish() {
   if [ -d "$stage/tests/output" ]; then
-    mkdir -p "$root/reports/ansible-test"
-    cp -r "$stage/tests/output/." "$root/reports/ansible-test/"
+    mkdir -p "$results"
+    cp -r "$stage/tests/output/." "$results/"
   fi
   rm -rf "$tmp"
 }

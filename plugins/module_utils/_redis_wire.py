@@ -78,7 +78,11 @@ class Wire:
 
     def __init__(self, client):
         self._pool = client.connection_pool
-        self._connection = self._pool.get_connection()
+        try:
+            self._connection = self._pool.get_connection()
+        except TypeError:
+            # redis-py 5.0 to 5.2 want a command name (5.3 made it optional, then deprecated it)
+            self._connection = self._pool.get_connection('PIPELINE')
         sock = getattr(self._connection, '_sock', None)
         self._fast = hiredis is not None and sock is not None
         if self._fast:

@@ -77,7 +77,8 @@ class RedisSessions:
 
     def all(self):
         for key in self.client.scan_iter(match=SESSION_PREFIX + '*', count=1000):
-            fields = self.client.hgetall(key) if self.client.type(key) == 'hash' else None
+            kind = self.client.type(key)
+            fields = self.client.hgetall(key) if kind == 'hash' else None
             yield key[len(SESSION_PREFIX):], fields
 
     def ping(self) -> bool:

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The dependency floors: every lower bound in requirements.txt installed exactly (redis>=5.0.0 ->
+# redis==5.0.0, ...) in a virtualenv of its own, with the tests' other pins from
+# tests/requirements.txt, then the session-store, probe and token-cache integration tests run
+# against them. A floor the tests do not pass with is not a floor.
+# The virtualenv lives under ~/.cache/inferops-vllm-dr/floors-py<X.Y>; results in reports/floors.xml.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${VLLM_DR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inferops-vllm-dr}
+python=${PYTHON:-${VLLM_DR_VENV:-$root/.venv}/bin/python}
+version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+venv=$cache/floors-py$version
+mkdir -p "$cache" "$root/reports"
+
+floors=$cache/floors.txt
+# "name>=X" -> "name==X"; every requirement of requirements.txt must have a floor
+awk '/^[A-Za-z]/ { if ($0 !~ />=/) { print "no lower bound: " $0 > "/dev/stderr"; exit 1 }
+                  sub(/>=/, "=="); sub(/[,;].*/, ""); print }' "$root/requirements.txt" > "$floors"
+names=$(sed -E 's/==.*//' "$floors" | paste -sd'|')
+others=$cache/floors-others.txt
+# the tests' other pins. Out: tools that pin their own ansible-core, and the `ansible` bundle (these tests use
+# no collection but this one; its ~40,000 files took minutes to install). hiredis 2.0.0 has no wheel for
+# Python 3.11 or newer: pip builds it from source (a C compiler and the Python headers, about a minute).
+grep -vE "^(${names}|ansible|ansible-lint|molecule|pytest-testinfra|antsibull-changelog|check-jsonschema)[=<>]" \
+  "$root/tests/requirements.txt" | grep -E '^[A-Za-z]' > "$others"
+
+# shellcheck source=tools/side-venv.sh
+. "$root/tools/side-venv.sh"
+cat "$floors" "$others" > "$cache/floors-inputs.txt"
+side_venv "$python" "$venv" "$cache/floors-inputs.txt" -r "$floors" -r "$others"
+
+# what is installed must be the floors themselves (pip could resolve another version)
+"$venv/bin/python" - "$floors" <<'PY'
+import sys
+from importlib.metadata import version
+bad = []
+for line in open(sys.argv[1]):
+    name, want = line.strip().split('==')
+    if version(name) != want:
+        bad.append(f'{name} {version(name)} installed, floor is {want}')
+if bad:
+    sys.exit('floors: ' + '; '.join(bad))
+print('floors: testing with ' + ', '.join(line.strip() for line in open(sys.argv[1])))
+PY
+
+cd "$root"
+exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml="$root/reports/floors.xml" \
+  tests/integration/test_session_sweep_redis.py \
+  tests/integration/test_session_sweep_topologies.py \
+  tests/integration/test_session_store_errors.py \
+  tests/integration/test_lab_and_probe.py \
+  tests/integration/test_refresh_probe_hostile.py \
+  tests/integration/test_cache_files_and_links.py \
+  "$@"
