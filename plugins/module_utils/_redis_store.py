@@ -19,6 +19,7 @@ import itertools
 import operator
 import re
 import ssl
+import threading
 import time
 import traceback
 
@@ -335,22 +336,26 @@ class _Script:
         if self.sha is None:
             self.sha = _raised(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
 
-    def run(self, wire, groups, args_for) -> list:
-        """The answers of one run per group; the groups the server could not run (it lost its scripts) run again."""
+    def run(self, wire, groups, args_for, raising: bool = True) -> list:
+        """The answers of one run per group; the groups the server could not run (it lost its scripts) run again.
+
+        ``raising`` false: an error reply stays in its group's place.
+        """
         self.send(wire, groups, args_for)
         replies = wire.receive(len(groups))
         lost = _lost(replies)
         if lost:
-            for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for)):
+            for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for, raising)):
                 replies[index] = reply
-        return [_raised(reply) for reply in replies]
+        return [_raised(reply) for reply in replies] if raising else replies
 
-    def run_again(self, wire, groups, args_for) -> list:
+    def run_again(self, wire, groups, args_for, raising: bool = True) -> list:
         """Load the script again (the server answered NOSCRIPT: it never ran) and run it for ``groups``."""
         self.sha = None
         self.load(wire)
         self.send(wire, groups, args_for)
-        return [_raised(reply) for reply in wire.receive(len(groups))]
+        replies = wire.receive(len(groups))
+        return [_raised(reply) for reply in replies] if raising else replies
 
 
 def _is_error(reply, code: str) -> bool:
@@ -360,6 +365,126 @@ def _is_error(reply, code: str) -> bool:
 def _lost(replies) -> list:
     """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
     return [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
+
+
+_ASKING = encode((b'ASKING',))
+
+
+def _redirection(reply):
+    """('MOVED' or 'ASK', (slot, host, port)) of a cluster redirection, ('TRYAGAIN', None), or None for any other reply.
+
+    Replies read by hiredis keep the server's text (``MOVED 3999 127.0.0.1:6381``); redis-py's
+    own reader turns them into MovedError / AskError / TryAgainError with the code cut off.
+    """
+    if not isinstance(reply, Exception):
+        return None
+    if isinstance(reply, redis.exceptions.AskError):
+        kind = 'MOVED' if isinstance(reply, redis.exceptions.MovedError) else 'ASK'
+        return kind, (int(reply.slot_id), reply.host, int(reply.port))
+    if isinstance(reply, redis.exceptions.TryAgainError):
+        return 'TRYAGAIN', None
+    words = str(reply).split(' ')
+    if words[0] in ('MOVED', 'ASK') and len(words) == 3:
+        host, _colon, port = words[2].rpartition(':')
+        return words[0], (int(words[1]), host, int(port))
+    return ('TRYAGAIN', None) if words[0] == 'TRYAGAIN' else None
+
+
+class _Redirections:
+    """A cluster's redirections followed within a batch, the way redis-py's cluster client follows them.
+
+    MOVED: the slot has a new owner (a reshard finished, a replica took over); the slot
+    map is read again and the command runs on the owner the reply names. ASK: the slot is
+    being migrated and the key is already on the target; the command runs there once,
+    behind ASKING. TRYAGAIN: a multi-key script met a slot whose keys are split between
+    the two nodes; it runs again key by key (``split``), each following its own redirection.
+    Whatever still redirects after HOPS is left as the error it is (the sweep stops saying
+    that slots moved). A script runs on any node with the same guard, so the rules of a
+    delete and a restore hold wherever the key is.
+    """
+
+    HOPS = 3
+
+    def __init__(self, cluster_client, kwargs: dict):
+        self._cluster = cluster_client
+        self._kwargs = kwargs
+        self._clients = {}
+        self._moved = set()  # (slot, host, port) of the MOVED answers the slot map was read again for
+        self._lock = threading.Lock()
+
+    def client(self, address):
+        with self._lock:
+            if address not in self._clients:
+                self._clients[address] = redis.Redis(host=address[0], port=address[1], **self._kwargs)
+            return self._clients[address]
+
+    def refresh(self, moved) -> None:
+        """Read the slot map again once a slot has a new owner (it decides which partition a restore writes through)."""
+        with self._lock:
+            if moved - self._moved:
+                self._moved |= moved
+                self._cluster.nodes_manager.initialize()
+
+    def follow(self, client, items, replies, payload_of, split=None, preamble=b'', asking=False, hops=HOPS):
+        """(items, replies) with every redirection followed; ``payload_of(item)`` is the item's command in the protocol.
+
+        ``client`` is the node that gave ``replies``; ``split`` breaks a multi-key item in
+        single-key items (a TRYAGAIN answer); ``preamble`` is sent ahead on every other
+        node (a SCRIPT LOAD). A split item's parts take its place, in order.
+        """
+        targets = {}
+        moved = set()
+        for position, reply in enumerate(replies):
+            where = _redirection(reply)
+            if where is None or not hops:
+                continue
+            kind, address = where
+            if kind == 'MOVED':
+                moved.add(address)
+            if kind == 'TRYAGAIN':
+                if split is None or len(items[position]) < 2:
+                    continue
+                targets.setdefault((None, asking, True), []).append(position)
+            else:
+                targets.setdefault((address[1:], kind == 'ASK', False), []).append(position)
+        if not targets:
+            return items, replies
+        if moved:
+            self.refresh(moved)
+        answered = {position: ([item], [reply]) for position, (item, reply) in enumerate(zip(items, replies))}
+        for (address, asks, splitting), positions in targets.items():
+            node = client if address is None else self.client(address)
+            for position in positions:
+                parts = split(items[position]) if splitting else [items[position]]
+                answered[position] = self.run(node, parts, payload_of, split, preamble, asks, hops - 1)
+        out_items, out_replies = [], []
+        for position in range(len(items)):
+            out_items.extend(answered[position][0])
+            out_replies.extend(answered[position][1])
+        return out_items, out_replies
+
+    def run(self, client, items, payload_of, split=None, preamble=b'', asking=False, hops=HOPS):
+        """(items, replies) of ``items`` run on ``client`` (ASKING before each when ``asking``), redirections followed."""
+        per_item = 2 if asking else 1
+        wire = Wire(client)
+        try:
+            wire.send_encoded(preamble + b''.join([(_ASKING if asking else b'') + payload_of(item) for item in items]),
+                              bool(preamble) + per_item * len(items))
+            replies = wire.receive(bool(preamble) + per_item * len(items))
+        finally:
+            wire.close()
+        if preamble:
+            _raised(replies.pop(0))
+        replies = replies[per_item - 1::per_item]
+        return self.follow(client, items, replies, payload_of, split, preamble, asking, hops)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+
+def _single_entries(group) -> list:
+    return [[entry] for entry in group]
 
 
 def _pairs(flat) -> dict:
@@ -454,12 +579,13 @@ class _RecentKeys:
 class RedisPartition:
     """One server that owns part (or all) of the keyspace: a standalone server or one cluster primary."""
 
-    def __init__(self, client, location: str, pattern: str, cluster: bool, watch=None):
+    def __init__(self, client, location: str, pattern: str, cluster: bool, watch=None, redirections=None):
         self.client = client
         self.location = location
         self.pattern = pattern.encode('utf-8')
         self.cluster = cluster
         self.watch = watch  # a _PrimaryWatch behind Sentinels, else None
+        self.redirections = redirections  # a cluster's _Redirections, else None
         self._delete = _Script(DELETE_SCRIPT)
         self._restore = _Script(RESTORE_SCRIPT)
 
@@ -490,6 +616,19 @@ class RedisPartition:
 
     def ping(self) -> None:
         self._guarded(self.client.ping)
+
+    def _followed(self, name: bytes, keys, replies):
+        """The replies of ``name key`` for ``keys``, the ones a cluster redirected read again where the key is now."""
+        if self.redirections is None:
+            return replies
+        return self.redirections.follow(self.client, keys, replies, lambda key: encode((name, key)))[1]
+
+    def _followed_script(self, script, groups, replies, args_for):
+        """(groups, replies) of a script's runs, the runs a cluster redirected (or asked to retry) done where the keys are."""
+        if self.redirections is None:
+            return groups, replies
+        return self.redirections.follow(self.client, groups, replies, lambda group: script.payload([group], args_for),
+                                        split=_single_entries, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
 
     # ---- sweep ----------------------------------------------------------------------------------
 
@@ -549,7 +688,8 @@ class RedisPartition:
                     reading = None
                 contents, ttls = replies[scanning:scanning + len(keys)], replies[scanning + len(keys):]
                 if timed:
-                    ready = _with_ttls(timed, ttls)
+                    ready = _with_ttls(timed, self._followed(b'PTTL', [entry.key for entry in timed], ttls)
+                                       if self.redirections else ttls)
                     backing.append((ready, job.start_backup(ready)))
                 # the oldest backup's delete once it is durable (waited for when a second backup
                 # is queued behind it, or when nothing is left to read)
@@ -595,7 +735,7 @@ class RedisPartition:
         """
         read_strings = job.options.malformed == 'sweep'
         if not job.by_expiry:
-            return job.judge(self._entries(self.client, keys, replies, read_strings))
+            return job.judge(self._entries(self.client, keys, self._followed(b'HGETALL', keys, replies), read_strings))
         name = job.options.expires_field
         hash_keys, flats, raws = [], [], []
         other_keys, other_replies = [], []
@@ -616,6 +756,7 @@ class RedisPartition:
                 other_replies.append(reply)
         victims = [Entry(hash_keys[at], 'hash', _pairs(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
         if other_keys:
+            other_replies = self._followed(b'HGETALL', other_keys, other_replies)
             victims.extend(job.judge(self._entries(self.client, other_keys, other_replies, read_strings)))
         return victims
 
@@ -681,6 +822,8 @@ class RedisPartition:
             in_flight.clear()
         if self.watch is not None and not self.watch.confirmed(answers):
             self._stop_unconfirmed(job, wire, in_flight, groups, replies)
+        if self.redirections is not None:
+            groups, replies = self._follow_deletes(job, groups, replies, args_for)
         lost = _lost(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
@@ -693,6 +836,26 @@ class RedisPartition:
         if lost:
             lost = [groups[index] for index in lost]
             job.settle(*self._deleted(lost, self._delete.run_again(wire, lost, args_for)))
+
+    def _follow_deletes(self, job, groups, replies, args_for):
+        """(groups, replies) of a delete with the runs the cluster redirected done where their keys are now.
+
+        When a node cannot be asked, what the other runs did is counted first; the redirected
+        runs' outcome is unknown then, and they stay in the backup as an unanswered delete does.
+        """
+        moved = [index for index, reply in enumerate(replies) if _redirection(reply)]
+        if not moved:
+            return groups, replies
+        staying = [index for index in range(len(groups)) if index not in set(moved)]
+        try:
+            followed = self._guarded(lambda: self._followed_script(
+                self._delete, [groups[index] for index in moved], [replies[index] for index in moved], args_for))
+        except StoreError:
+            ran = [index for index in staying if not isinstance(replies[index], Exception)]
+            job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
+            job.abandon(_flat([groups[index] for index in staying if index not in set(ran)]))
+            raise
+        return [groups[index] for index in staying] + followed[0], [replies[index] for index in staying] + followed[1]
 
     def _after_lost_connection(self, job, in_flight) -> None:
         """Behind Sentinels: a connection failed, maybe because a failover demoted the server.
@@ -762,7 +925,9 @@ class RedisPartition:
     def would_restore(self, entries):
         """What restore() would answer, without writing: 1 absent, 0 exists (TTLs are judged by restore)."""
         def probe(wire):
-            return [0 if _raised(exists) else 1 for exists in wire.call([(b'EXISTS', entry.key) for entry in entries])]
+            keys = [entry.key for entry in entries]
+            replies = self._followed(b'EXISTS', keys, wire.call([(b'EXISTS', key) for key in keys]))
+            return [0 if _raised(exists) else 1 for exists in replies]
         return self._with_wire(probe)
 
     def restore(self, entries):
@@ -772,7 +937,12 @@ class RedisPartition:
         """
         def write(wire):
             self._restore.load(wire)
-            return _flat(self._restore.run(wire, self._groups(entries), _restore_args))
+            groups = self._groups(entries)
+            replies = self._restore.run(wire, groups, _restore_args, raising=False)
+            answers = _flat([_raised(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
+            if self.watch is not None and 1 in answers:
+                self.watch.confirm_restore(wire)
+            return answers
         return self._with_wire(write)
 
     def _with_wire(self, action):
@@ -937,9 +1107,14 @@ class _PrimaryWatch:
                              f'{_text(role[0])} (a Sentinel failover); re-run when the failover is done')
         self.replicas = max(self.replicas, len(role[2]))
 
+    @property
+    def wait_ms(self) -> int:
+        """How long WAIT waits: within the socket's ``timeout``, so that its answer (short) arrives rather than a timeout."""
+        return max(1, int(self.timeout * 800))
+
     def checks(self) -> list:
         """The commands sent after each delete: WAIT for every replica (when there are any), then ROLE."""
-        commands = [(b'WAIT', self.replicas, int(self.timeout * 1000))] if self.replicas else []
+        commands = [(b'WAIT', self.replicas, self.wait_ms)] if self.replicas else []
         return commands + [(b'ROLE',)]
 
     def confirmed(self, answers) -> bool:
@@ -952,6 +1127,24 @@ class _PrimaryWatch:
             if isinstance(answer, list) and _text(answer[0]) != 'master':
                 return False
         return True
+
+    def confirm_restore(self, wire) -> None:
+        """The restore's writes are held by every replica and the server is still primary (checks()), or stop.
+
+        The rule of the sweep's deletes: a write a primary took after a failover demoted it
+        is lost when it resyncs, so a restore is done only when it is confirmed.
+        """
+        answers = wire.call(self.checks())
+        if self.confirmed(answers):
+            return
+        old = _address(self.address)
+        if isinstance(answers[-1], list) and _text(answers[-1][0]) != 'master':
+            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_text(answers[-1][0])} '
+                             '(a Sentinel failover) and may lose the sessions it restored; re-run the restore when the '
+                             'failover is done (it never overwrites a session that exists again)')
+        raise StoreError(f'the replicas of {old} did not confirm the restored sessions in time (WAIT {self.replicas}); '
+                         'check the replicas\' link to the primary, or raise timeout, then re-run the restore (it never '
+                         'overwrites a session that exists again)')
 
     def current(self):
         """The primary the Sentinels name now: a new one as soon as they agree on it, else the same after ``timeout``."""
@@ -1018,7 +1211,7 @@ class _PrimaryWatch:
         try:
             replicas = len(client.role()[2])
             outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_flat(fields.items())))
-            acked = client.wait(replicas, int(self.timeout * 1000)) if replicas and outcome == 1 else replicas
+            acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
             raise StoreError(_describe_error(exc, _address(primary))) from None
         finally:
@@ -1055,6 +1248,7 @@ class RedisStore:
         self.prefix = check_pattern(pattern)
         self._matches = glob_matcher(pattern)
         self._cluster_client = None
+        self._redirections = None
         self._partitions = self._connect(params)
 
     def _connect(self, params: dict):
@@ -1127,9 +1321,11 @@ class RedisStore:
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             raise StoreError(_cluster_failure(exc, params, kwargs, location)) from None
         partitions = []
+        self._redirections = _Redirections(self._cluster_client, kwargs)
         for node in primaries:
             client = self._cluster_client.get_redis_connection(node)
-            partition = RedisPartition(client, f'{node.host}:{node.port}', self.pattern, cluster=True)
+            partition = RedisPartition(client, f'{node.host}:{node.port}', self.pattern, cluster=True,
+                                       redirections=self._redirections)
             partition.ping()
             partitions.append(partition)
         return partitions
@@ -1150,7 +1346,9 @@ class RedisStore:
         for entry in entries:
             node = self._cluster_client.get_node_from_key(entry.key)
             grouped.setdefault(f'{node.host}:{node.port}', []).append(entry)
-        return [(owners[location], group) for location, group in grouped.items()]
+        # a primary that took over after the connect (a failover) is not a partition: any node
+        # will do, its answer (MOVED) sends the writes there
+        return [(owners.get(location, self._partitions[0]), group) for location, group in grouped.items()]
 
     def accepts(self, entry) -> bool:
         """Whether a backup entry is one a sweep of this store could have written: a key under the pattern, a hash or string."""
@@ -1195,3 +1393,5 @@ class RedisStore:
             partition.client.close()
         if self._cluster_client is not None:
             self._cluster_client.close()
+        if self._redirections is not None:
+            self._redirections.close()

@@ -398,27 +398,62 @@ class SentinelServer(RedisServer):
 
 
 class RedisClusterSet(_Stoppable):
-    """A Redis Cluster of ``size`` primaries (no replicas), created with redis-cli --cluster create."""
+    """A Redis Cluster of ``size`` primaries, each with ``replicas`` replicas, created with redis-cli --cluster create.
 
-    def __init__(self, size: int = 3, workdir: str | None = None):
+    ``nodes`` lists every server (the first ``size`` are the primaries redis-cli chose,
+    once started); ``replica_of(primary)`` names a primary's replica.
+    """
+
+    def __init__(self, size: int = 3, workdir: str | None = None, replicas: int = 0):
         self.dir = workdir or tempfile.mkdtemp(prefix='vllm-dr-cluster-')
         self._own_dir = workdir is None
+        self.replicas = replicas
         self.nodes = [RedisServer(workdir=os.path.join(self.dir, f'node{i}'), config=[
             'cluster-enabled yes', 'cluster-config-file nodes.conf', 'cluster-node-timeout 5000',
-            'cluster-require-full-coverage yes']) for i in range(size)]
+            'cluster-require-full-coverage yes']) for i in range(size * (1 + replicas))]
 
     def start(self):
         for node in self.nodes:
             node.start()
         addresses = [f'{LOOPBACK}:{node.port}' for node in self.nodes]
         subprocess.run([require_binary('redis-cli'), '--cluster', 'create'] + addresses +
-                       ['--cluster-replicas', '0', '--cluster-yes'], check=True, capture_output=True, timeout=60)
+                       ['--cluster-replicas', str(self.replicas), '--cluster-yes'],
+                       check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if all(node.client().cluster('info').get('cluster_state') == 'ok' for node in self.nodes):
+            if all(node.client().cluster('info').get('cluster_state') == 'ok' for node in self.nodes) and \
+                    all(self._replica_linked(node) for node in self.nodes):
+                self.nodes.sort(key=lambda node: node.client().role()[0] != b'master')
                 return self
             time.sleep(0.1)
-        raise ServerError('the cluster did not reach cluster_state:ok')
+        raise ServerError('the cluster did not reach cluster_state:ok with every replica linked')
+
+    @staticmethod
+    def _replica_linked(node) -> bool:
+        role = node.client().role()
+        return role[0] == b'master' or role[3] == b'connected'
+
+    @property
+    def primaries(self) -> list:
+        return [node for node in self.nodes if node.client().role()[0] == b'master']
+
+    def replica_of(self, primary):
+        """The (first) replica of ``primary``."""
+        for node in self.nodes:
+            role = node.client().role()
+            if role[0] == b'slave' and int(role[2]) == primary.port:
+                return node
+        raise ServerError(f'no replica follows 127.0.0.1:{primary.port}')
+
+    def failover(self, replica, timeout: float = 30.0) -> None:
+        """CLUSTER FAILOVER on ``replica`` (the coordinated kind: its primary stops, it catches up, it takes over)."""
+        replica.client().execute_command('CLUSTER', 'FAILOVER')
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if replica.client().role()[0] == b'master':
+                return
+            time.sleep(0.05)
+        raise ServerError(f'the replica did not take over; its log: {replica.log_tail()}')
 
     def client(self):
         from redis.cluster import RedisCluster  # pylint: disable=import-outside-toplevel
