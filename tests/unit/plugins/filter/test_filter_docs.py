@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.filter import (
-    log_evidence, rollout_complete, rollout_new_hash, rollout_pods, rollout_preconditions, rollout_status,
+    dr_audit, log_evidence, rollout_complete, rollout_new_hash, rollout_pods, rollout_preconditions, rollout_status,
     rollout_wait_outcome, store_sweeper, validation_metrics, yaml_set)
 
-MODULES = (log_evidence, rollout_complete, rollout_new_hash, rollout_pods, rollout_preconditions,
+MODULES = (dr_audit, log_evidence, rollout_complete, rollout_new_hash, rollout_pods, rollout_preconditions,
            rollout_status, rollout_wait_outcome, store_sweeper, validation_metrics, yaml_set)
 FILTERS = sorted(name for module in MODULES for name in module.FilterModule().filters())
 
