@@ -11,8 +11,8 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
+from harness.lab_runs import running_lab
 from harness.playbooks import playbook as run_playbook
-from lab.labctl import Lab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, 'extensions', 'observability', 'prometheus', 'vllm-dr.rules.yml')
@@ -20,16 +20,8 @@ RULES = os.path.join(ROOT, 'extensions', 'observability', 'prometheus', 'vllm-dr
 
 @pytest.fixture
 def lab(tmp_path):
-    lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=2)
-    try:
-        inventory = tmp_path / 'inventory.yml'
-        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
-        lab.inventory_path = str(inventory)
-        lab.reports = tmp_path / 'reports'
-        yield lab
-    finally:
-        lab.down()
+    with running_lab(tmp_path) as running:
+        yield running
 
 
 def audit(lab, *extra):
