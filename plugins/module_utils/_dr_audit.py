@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import posixpath
 
-import yaml
-
 # The alerts of extensions/observability/prometheus/vllm-dr.rules.yml on the incident's log lines (P4).
 REQUIRED_ALERTS = ('VllmTokenRefreshErrors', 'VllmInvalidSessionToken')
 
@@ -52,6 +50,9 @@ def _yaml(text):
     """The YAML document in text, or None when there is no text or it does not parse."""
     if not isinstance(text, str):
         return None
+    # Imported here: only the dr_audit filter, on the controller (which has PyYAML), calls this; module_utils must
+    # import on targets without it.
+    import yaml  # pylint: disable=import-outside-toplevel
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
