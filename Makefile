@@ -23,12 +23,12 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
 
 help:
-	@echo "make test         every gate: sanity, the core matrix (cores-quick), ansible-lint, unit, integration, molecule, floors, aap"
+	@echo "make test         every gate: sanity, ansible-lint, unit, integration, molecule, observability, CI recipes, docs, the core matrix (cores-quick), floors, aap"
 	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
-	@echo "make sanity|lint|unit|integration|molecule|ci-lint|docs-lint|docs-site   one gate"
+	@echo "make sanity|lint|unit|integration|molecule|observability|ci-lint|docs-lint|docs-site   one gate"
 	@echo "make docs         the documentation site, for a reader: build/docs/html/index.html"
 	@echo "make cores        every ansible-test sanity test under each ansible-core of tests/cores/matrix.txt, the drill on the oldest and newest"
 	@echo "                  (CORES=\"2.16 2.21\" narrows the matrix on purpose; CORE_JOBS=N runs N cores at a time)"
@@ -51,7 +51,7 @@ deps:
 # -k: every gate runs even when an earlier one is red; make still exits non-zero.
 # cores-quick is the part of the core matrix that fits make test's time; `make cores` is the whole matrix.
 test: deps
-	@$(MAKE) --no-print-directory -k sanity cores-quick lint unit integration molecule ci-lint docs-lint docs-site floors aap
+	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule observability ci-lint docs-lint docs-site cores-quick floors aap
 
 sanity: deps
 	bash tools/ansible-test.sh sanity --python 3.11 --color no
@@ -89,6 +89,17 @@ integration: deps
 # One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
 molecule: deps
 	$(BIN)/molecule test --all
+
+# The alerting rules and the runbook's metrics (extensions/observability/), with promtool (built from the Go module
+# proxy once, cached in ~/.cache/inferops-vllm-dr): the PrometheusRule manifest agrees with the rules file, the rules
+# check, their unit tests pass (each alert fires on the incident's series, quiet after the repair), and the textfile
+# that drills on the lab write passes `promtool check metrics` (tests/observability).
+PROMTOOL := bash tools/observability/promtool.sh
+observability: deps
+	$(BIN)/python tools/observability/render_rules.py --check
+	$(PROMTOOL) check rules extensions/observability/prometheus/vllm-dr.rules.yml
+	$(PROMTOOL) test rules extensions/observability/prometheus/tests/vllm-dr.rules.test.yml
+	$(PYTEST) tests/observability --junitxml=$(REPORTS)/observability.xml
 
 # The CI recipes (extensions/ci/), offline: actionlint (built from the Go module proxy once, cached in
 # ~/.cache/inferops-vllm-dr; shellcheck checks the run: scripts) and check-jsonschema's bundled schemas.

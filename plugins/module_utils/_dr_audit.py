@@ -1,0 +1,161 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The readiness audit's verdict: for each prevention item of the incident write-up, has the target got it.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+# The alerts of extensions/observability/prometheus/vllm-dr.rules.yml on the incident's log lines (P4).
+REQUIRED_ALERTS = ('VllmTokenRefreshErrors', 'VllmInvalidSessionToken')
+
+PASS, FAIL, ADVICE = 'pass', 'fail', 'advice'
+
+
+class AuditError(ValueError):
+    """The facts the audit gathered are not what it needs."""
+
+
+def _under(path: str, prefix: str) -> bool:
+    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
+    return prefix == '/' or path == prefix or path.startswith(prefix + '/')
+
+
+def _item(key, prevention, name, ok, detail, fix, status=None) -> dict:
+    return {'id': key, 'prevention': prevention, 'name': name, 'status': status or (PASS if ok else FAIL),
+            'detail': detail, 'fix': '' if ok and status is None else fix}
+
+
+def cache_outside_snapshots(cache: dict, snapshot: dict) -> dict:
+    name = 'token cache is kept out of snapshots'
+    fix = ('exclude the token cache from snapshots (a snapshot policy that leaves %s out), or move it to a path '
+           'the snapshot does not include; list that path in vllm_dr_audit_snapshot_excludes' % cache['path'])
+    if not cache['exists']:
+        return _item('cache_outside_snapshots', 'P3', name, True, 'no token cache on disk at %s' % cache['path'], fix)
+    excluded = [p for p in snapshot['excludes'] if _under(cache['path'], p)]
+    included = [p for p in snapshot['includes'] if _under(cache['path'], p)]
+    if excluded or not included:
+        why = ('excluded by %s' % excluded[0]) if excluded else 'not under a snapshotted path'
+        return _item('cache_outside_snapshots', 'P3', name, True, '%s on disk, %s' % (cache['path'], why), fix)
+    return _item('cache_outside_snapshots', 'P3', name, False,
+                 '%s is on disk under %s, which snapshots include' % (cache['path'], included[0]), fix)
+
+
+def _yaml(text):
+    """The YAML document in text, or None when there is no text or it does not parse."""
+    if not isinstance(text, str):
+        return None
+    # Imported here: only the dr_audit filter, on the controller (which has PyYAML), calls this; module_utils must
+    # import on targets without it.
+    import yaml  # pylint: disable=import-outside-toplevel
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def refresh_on_startup(config: dict) -> dict:
+    name = 'refresh_on_startup is set'
+    fix = ('set session_state_store.refresh_on_startup: true in %s (the purge role does it: '
+           'playbooks/dr_restore.yml --tags purge)' % config['path'])
+    document = _yaml(config.get('text'))
+    if not isinstance(document, dict):
+        problem = 'not readable' if config.get('text') is None else 'not a YAML mapping'
+        return _item('refresh_on_startup', 'P2', name, False, 'configuration %s %s' % (config['path'], problem),
+                     'make %s readable, or set vllm_dr_config_path to the service configuration' % config['path'])
+    store = document.get('session_state_store')
+    value = store.get('refresh_on_startup') if isinstance(store, dict) else None
+    return _item('refresh_on_startup', 'P2', name, value is True,
+                 'session_state_store.refresh_on_startup is %s in %s'
+                 % ('not set' if value is None else repr(value).lower(), config['path']), fix)
+
+
+def rule_file_alerts(text) -> list:
+    """The alert names of a Prometheus rule file (or of a PrometheusRule manifest's spec)."""
+    document = _yaml(text)
+    if isinstance(document, dict) and isinstance(document.get('spec'), dict):
+        document = document['spec']
+    groups = document.get('groups') if isinstance(document, dict) else None
+    return [rule['alert'] for group in groups or [] if isinstance(group, dict)
+            for rule in group.get('rules') or [] if isinstance(rule, dict) and isinstance(rule.get('alert'), str)]
+
+
+def alert_rules(rules: list) -> dict:
+    name = 'alert rules on the incident\'s log lines are installed'
+    fix = ('install extensions/observability/prometheus/vllm-dr.rules.yml where Prometheus loads rules, and list '
+           'that file in vllm_dr_audit_rules_files')
+    if not rules:
+        return _item('alert_rules', 'P4', name, False, 'no rules file named (vllm_dr_audit_rules_files)', fix)
+    found = {alert for entry in rules for alert in rule_file_alerts(entry.get('text'))}
+    missing = [alert for alert in REQUIRED_ALERTS if alert not in found]
+    unread = [entry['path'] for entry in rules if entry.get('text') is None]
+    detail = ('%s in %s' % (', '.join(REQUIRED_ALERTS), ', '.join(entry['path'] for entry in rules)) if not missing
+              else 'missing %s%s' % (', '.join(missing), ('; not readable: %s' % ', '.join(unread)) if unread else ''))
+    return _item('alert_rules', 'P4', name, not missing, detail, fix)
+
+
+def probe_session(probe: dict) -> dict:
+    name = 'the probe session exists in the store'
+    if not probe.get('refresh_url'):
+        return _item('probe_session', 'FAQ3', name, False, 'no refresh endpoint configured (vllm_dr_refresh_url)',
+                     'set vllm_dr_refresh_url and vllm_dr_probe_session so a stale cache can be found without a restart')
+    found = probe.get('found')
+    detail = {True: 'session %s found', False: 'session %s not in the store',
+              None: 'session %s not looked up: the store was not reachable'}[found] % probe['session']
+    return _item('probe_session', 'FAQ3', name, found is True, detail,
+                 'create a long-lived service session %s for the refresh probe (vllm_dr_probe_session), or name one '
+                 'that exists' % probe['session'])
+
+
+def cache_external(cache: dict, store: dict) -> dict:
+    """P1 is advice, not a failure: the audit never migrates and the on-disk cache is supported."""
+    name = 'token cache is external (stateless service)'
+    if not cache['exists']:
+        return _item('cache_external', 'P1', name, True, 'no token cache on disk at %s' % cache['path'], '')
+    backend = store.get('backend') or ''
+    if not backend:
+        return _item('cache_external', 'P1', name, True, '%s on disk; no external store configured' % cache['path'],
+                     '', status=ADVICE)
+    return _item('cache_external', 'P1', name, False,
+                 'the token cache is on disk (%s) while the session store is external (%s)' % (cache['path'], backend),
+                 'prefer an external token cache in the same %s store when snapshots are part of disaster recovery: '
+                 'the on-disk SQLite file is frozen by every snapshot and must be purged after each restore (see the '
+                 'operator guide, "P1: a stateless token cache"); until then keep refresh_on_startup and the purge'
+                 % backend, status=ADVICE)
+
+
+def _need(facts, key, kind):
+    value = facts.get(key) if isinstance(facts, dict) else None
+    if not isinstance(value, kind):
+        raise AuditError('the audit facts have no %s %s; pass the facts the audit role gathered' % (kind.__name__, key))
+    return value
+
+
+def verdict(facts, fail_below=0) -> dict:
+    """Every item, the score (percent of judged items that pass; advice is not judged) and the verdict."""
+    try:
+        fail_below = int(fail_below)
+    except (TypeError, ValueError) as exc:
+        raise AuditError('fail_below must be a percentage from 0 to 100, got %r' % (fail_below,)) from exc
+    if not 0 <= fail_below <= 100:
+        raise AuditError('fail_below must be a percentage from 0 to 100, got %d' % fail_below)
+    cache = _need(facts, 'cache', dict)
+    items = [
+        cache_external(cache, _need(facts, 'store', dict)),
+        refresh_on_startup(_need(facts, 'config', dict)),
+        cache_outside_snapshots(cache, _need(facts, 'snapshot', dict)),
+        alert_rules(_need(facts, 'rules', list)),
+        probe_session(_need(facts, 'probe', dict)),
+    ]
+    judged = [item for item in items if item['status'] != ADVICE]
+    passed = [item for item in judged if item['status'] == PASS]
+    score = round(100 * len(passed) / len(judged)) if judged else 100
+    failed = [item['name'] for item in judged if item['status'] == FAIL]
+    return {'items': items, 'failed': failed, 'advice': [item['name'] for item in items if item['status'] == ADVICE],
+            'score': score, 'fail_below': fail_below, 'below_threshold': score < fail_below,
+            'verdict': 'ready' if not failed else 'not ready'}

@@ -1,0 +1,24 @@
+"""The incident lab, up for one test, with its runbook inventory written to a file."""
+
+from __future__ import annotations
+
+import contextlib
+
+import yaml
+
+from lab.labctl import Lab
+
+
+@contextlib.contextmanager
+def running_lab(tmp_path, sessions: int = 2):
+    """A healthy lab; lab.inventory_path names its inventory, reports go to lab.reports (tmp_path/reports)."""
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=sessions)
+    try:
+        inventory = tmp_path / 'inventory.yml'
+        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
+        lab.inventory_path = str(inventory)
+        lab.reports = tmp_path / 'reports'
+        yield lab
+    finally:
+        lab.down()
