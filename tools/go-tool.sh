@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Go command-line tool, built from the Go module proxy once into $VLLM_DR_K8S_CACHE (default
 # ~/.cache/inferops-vllm-dr)/<name>-<version>/bin, with Go's module and build caches beside it; then run with the
-# arguments after --. Progress of a build goes to stderr.
+# arguments after --. Progress of a build goes to stderr. GO_TOOL_TAGS: build tags for the build.
 #   bash tools/go-tool.sh actionlint github.com/rhysd/actionlint/cmd/actionlint v1.7.12 -- -version
 set -euo pipefail
 
@@ -29,7 +29,7 @@ if [[ ! -x "$bin/$name" ]]; then
         trap 'rm -rf "$stage"' EXIT
         GOBIN="$stage" GOPATH="$root/go" GOCACHE="$root/go-build" GOMODCACHE="$root/go/pkg/mod" \
             CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -buildvcs=false" GOTOOLCHAIN=local \
-            go install -ldflags "-s -w" "$package@$version" ||
+            go install ${GO_TOOL_TAGS:+-tags "$GO_TOOL_TAGS"} -ldflags "-s -w" "$package@$version" ||
             die "go install $package@$version failed (see above)"
         mv -f "$stage/$name" "$bin/$name"
         rm -rf "$stage"
