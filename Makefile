@@ -124,13 +124,18 @@ docs-venv:
 	  echo "$$want" > $(DOCS_VENV)/.requirements.sha256; \
 	fi
 
+# The collections galaxy.yml depends on (kubernetes.core, community.general) come from the test venv's `ansible`
+# bundle: antsibull-docs resolves the collection's dependencies through ansible-doc.
+DOCS_COLLECTIONS = $(COLLECTIONS):$(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 docs-lint: deps docs-venv
 	cd $(COLLECTIONS)/ansible_collections/inferops/vllm_dr && \
-	  PATH=$(DOCS_VENV)/bin:$$PATH $(DOCS_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs .
+	  PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) \
+	  $(DOCS_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs .
 
 # The site, built as CI builds it (warnings are errors)
 docs-site: deps docs-venv
-	PATH=$(DOCS_VENV)/bin:$$PATH bash docs/sphinx/build.sh $(COLLECTIONS) $(ROOT)/build/docs
+	PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) \
+	  bash docs/sphinx/build.sh $(COLLECTIONS) $(ROOT)/build/docs
 
 # The site for a reader
 docs: docs-site
