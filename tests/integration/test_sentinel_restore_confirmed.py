@@ -21,10 +21,22 @@ from harness.sessions import dump_hashes as sessions
 SESSIONS = 300
 
 
+def wait_online(primary, replica, timeout: float = 30.0) -> None:
+    """Until the primary lists the replica in ROLE: a replica still in its first sync is not counted by WAIT."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        role = primary.client().execute_command('ROLE')
+        if any(int(entry[1]) == replica.port for entry in role[2]):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f'the replica on port {replica.port} did not come online within {timeout} s')
+
+
 def test_restore_not_confirmed_by_the_replicas_fails_and_a_rerun_finishes(tmp_path):
     with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
             RedisServer(workdir=str(tmp_path / 'replica')) as replica:
         replica.client().replicaof('127.0.0.1', primary.port)
+        wait_online(primary, replica)
         with SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
             pipe = primary.client().pipeline(transaction=False)
             for i in range(SESSIONS):
