@@ -68,10 +68,32 @@ def deployment_pods(pods: list, replicasets: list, deployment: dict) -> list:
     """The pods of this Deployment: owned by one of its ReplicaSets (matched by uid), not merely matching its selector.
 
     Two Deployments may share a selector (a canary); only the ownership chain tells their pods apart.
+    They come in name order, whatever order the API server listed them in: the purge visits them in that order, so
+    what a run did first is the same from one run to the next.
     """
     uid = _meta(deployment).get('uid')
     owned = {_meta(rs).get('uid') for rs in replicasets or [] if _owned_by(rs, 'Deployment', {uid})}
-    return [pod for pod in pods or [] if _owned_by(pod, 'ReplicaSet', owned)]
+    return sorted((pod for pod in pods or [] if _owned_by(pod, 'ReplicaSet', owned)),
+                  key=lambda pod: _meta(pod).get('name') or '')
+
+
+def old_pods(pods: list, replicasets: list, deployment: dict) -> list:
+    """The names of the Deployment's pods that are not of its current ReplicaSet (a rollout has yet to replace them)."""
+    current = new_replicaset_hash(replicasets, deployment)
+    return [_meta(pod).get('name') for pod in deployment_pods(pods, replicasets, deployment)
+            if (_meta(pod).get('labels') or {}).get('pod-template-hash') != current]
+
+
+def rollout_unfinished(deployment: dict, pods: list, replicasets: list) -> bool:
+    """Whether a rollout is still running, or ran since `pods` were read (one of them is of an older ReplicaSet).
+
+    The pods are read before the Deployment; a pod of an older ReplicaSet among them means they are being replaced
+    and must be read again once the rollout is done. A paused Deployment is not unfinished: nothing would finish it
+    (the purge's preconditions name it).
+    """
+    if (deployment.get('spec') or {}).get('paused'):
+        return False
+    return not rollout_complete(deployment) or bool(old_pods(pods, replicasets, deployment))
 
 
 def running_pods(pods: list) -> list:

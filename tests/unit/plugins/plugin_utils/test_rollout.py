@@ -6,8 +6,10 @@ import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
     new_replicaset_hash,
+    old_pods,
     rollout_complete,
     rollout_status,
+    rollout_unfinished,
 )
 
 
@@ -50,3 +52,40 @@ def test_new_replicaset_hash_is_the_one_at_the_deployment_revision_and_owned_by_
     sets = [replicaset('3', 'old'), replicaset('4', 'other', owner='u2'), replicaset('4', 'new')]
     assert new_replicaset_hash(sets, deployment()) == 'new'
     assert new_replicaset_hash(sets[:2], deployment()) is None
+
+
+def replicaset_of(uid, revision, template_hash, owner='u1'):
+    return {'metadata': {'uid': uid, 'annotations': {'deployment.kubernetes.io/revision': revision},
+                         'labels': {'pod-template-hash': template_hash},
+                         'ownerReferences': [{'kind': 'Deployment', 'uid': owner}]}}
+
+
+def pod_of(name, replicaset_uid, template_hash):
+    return {'metadata': {'name': name, 'labels': {'pod-template-hash': template_hash},
+                         'ownerReferences': [{'kind': 'ReplicaSet', 'uid': replicaset_uid}]},
+            'status': {'phase': 'Running'}}
+
+
+SETS = [replicaset_of('rs3', '3', 'old'), replicaset_of('rs4', '4', 'new'), replicaset_of('rsc', '1', 'cnry', 'u2')]
+NEW_PODS = [pod_of('vllm-new-b', 'rs4', 'new'), pod_of('vllm-new-a', 'rs4', 'new'), pod_of('canary-a', 'rsc', 'cnry')]
+OLD_POD = pod_of('vllm-old-a', 'rs3', 'old')
+
+
+def test_old_pods_are_the_deployments_own_not_of_its_current_replicaset():
+    assert old_pods(NEW_PODS, SETS, deployment()) == []                      # the canary's pod is not "old"
+    assert old_pods(NEW_PODS + [OLD_POD], SETS, deployment()) == ['vllm-old-a']
+    # no ReplicaSet at the Deployment's revision yet: every pod of the Deployment is still to be replaced
+    assert old_pods(NEW_PODS, SETS[:1], deployment()) == []                  # rs4 unknown: its pods are not owned
+    assert old_pods([OLD_POD], SETS[:1], deployment()) == ['vllm-old-a']
+
+
+def test_a_rollout_is_unfinished_while_it_runs_or_when_it_ran_since_the_pods_were_read():
+    assert not rollout_unfinished(deployment(), NEW_PODS, SETS)
+    assert rollout_unfinished(deployment(updated=1), NEW_PODS, SETS)          # still running
+    assert rollout_unfinished(deployment(), NEW_PODS + [OLD_POD], SETS)       # complete, but the pods read are stale
+
+
+def test_a_paused_deployment_is_not_waited_for():
+    paused = deployment(updated=1)
+    paused['spec']['paused'] = True
+    assert not rollout_unfinished(paused, NEW_PODS + [OLD_POD], SETS)

@@ -107,3 +107,9 @@ def test_every_problem_is_reported_at_once_and_no_secret_is_quoted():
                      expected=('vllm-a', 'vllm-gone'))
     assert len(found) == 3, found
     assert not any('s3cr3t' in line for line in found)
+
+
+def test_deployment_pods_come_in_name_order_whatever_the_api_order():
+    listed = [pod('vllm-c', 'rs-main'), pod('vllm-a', 'rs-main'), pod('vllm-b', 'rs-main')]
+    assert [p['metadata']['name'] for p in deployment_pods(listed, REPLICASETS, deployment())] == [
+        'vllm-a', 'vllm-b', 'vllm-c']
