@@ -8,7 +8,7 @@ CORES ?=
 CORE_JOBS ?= 2
 # `make cores`: every sanity test under every core, the whole drill file on the oldest and the newest
 FULL_SANITY ?= all
-# `make cores-quick` (the quick matrix, a gate of its own): on each core only the sanity tests whose outcome
+# `make cores-quick` (the quick matrix, in make test): on each core only the sanity tests whose outcome
 # depends on the core; 2.19's full sanity is `make sanity`; the end-to-end recovery and its --check run as the drill
 QUICK_SANITY_TESTS ?= compile ansible-doc validate-modules
 QUICK_SKIP_CORES ?= 2.19
@@ -23,18 +23,19 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test integration-host integration-k8s observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
 
 help:
-	@echo "make test         every gate: sanity, ansible-lint, unit, integration, molecule, observability, CI recipes, docs, aap"
+	@echo "make test         every gate: sanity, ansible-lint, unit, integration, molecule, observability, CI recipes, docs, aap,"
+	@echo "                  the quick core matrix and the dependency floors, in two lanes side by side"
 	@echo "make demo         the lab drill: incident reproduced, runbook run, validation shown"
 	@echo "make sanity|lint|unit|integration|molecule|observability|ci-lint|docs-lint|docs-site   one gate"
 	@echo "make docs         the documentation site, for a reader: build/docs/html/index.html"
 	@echo "make cores        every ansible-test sanity test under each ansible-core of tests/cores/matrix.txt, the drill on the oldest and newest"
 	@echo "                  (CORES=\"2.16 2.21\" narrows the matrix on purpose; CORE_JOBS=N runs N cores at a time)"
-	@echo "make cores-quick  the quick matrix (not in make test): compile, ansible-doc and validate-modules per core (2.19: make sanity),"
+	@echo "make cores-quick  the quick matrix: compile, ansible-doc and validate-modules per core (2.19: make sanity),"
 	@echo "                  compile and import on every target Python of 2.16, the end-to-end drill on 2.16 and 2.21"
-	@echo "make floors       (not in make test) the session-store, probe and token-cache tests on requirements.txt's lower bounds"
+	@echo "make floors       the session-store, probe and token-cache tests on requirements.txt's lower bounds"
 	@echo "make aap          the execution environment context, the AWX assets, the AWX-style restore and rollback jobs"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
@@ -48,11 +49,14 @@ deps:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
-# -k: every gate runs even when an earlier one is red; make still exits non-zero.
-# The core matrix (cores-quick, cores) and the dependency floors (floors) are gates of their own: with them, a fresh
-# machine's make test would run past its hour (each builds virtualenvs per core or per floor).
+# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
+# of the time, with Molecule and the AWX jobs; every other gate in the other. Every gate runs even when an earlier one
+# is red; the run still exits non-zero, after a table of each gate's time and result. VLLM_DR_LANES=1: in turn.
+# `make cores` (every sanity test under every core) stays a gate of its own.
+LANE_K8S := integration-k8s molecule aap
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick floors
 test: deps
-	@$(MAKE) --no-print-directory -k sanity lint unit integration molecule observability ci-lint docs-lint docs-site aap
+	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
 sanity: deps
 	bash tools/ansible-test.sh sanity --python 3.11 --color no
@@ -82,10 +86,19 @@ unit: deps
 # (first, outside pytest's per-test time limit), unless KUBECONFIG names a cluster to use instead.
 K8S_BUILD := $(if $(KUBECONFIG),@true,bash tools/k8s/build.sh >/dev/null)
 
+# The host suite and the Kubernetes suite side by side (tools/lanes.sh; VLLM_DR_LANES=1: one after the other).
 integration: deps
 	$(K8S_BUILD)
-	$(PYTEST) tests/integration --junitxml=$(REPORTS)/integration.xml
+	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: integration-k8s" "host: integration-host"
+
+# tests/integration without the Kubernetes suite, then ansible-test's integration targets
+integration-host: deps
+	$(PYTEST) tests/integration --ignore=tests/integration/k8s --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
+
+integration-k8s: deps
+	$(K8S_BUILD)
+	$(PYTEST) tests/integration/k8s --junitxml=$(REPORTS)/integration-k8s.xml
 
 # One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
 molecule: deps
@@ -142,9 +155,7 @@ docs-site: deps docs-venv
 docs: docs-site
 	@echo "open file://$(ROOT)/build/docs/html/index.html"
 
-test-k8s: deps
-	$(K8S_BUILD)
-	$(PYTEST) tests/integration/k8s --junitxml=$(REPORTS)/k8s.xml
+test-k8s: integration-k8s
 
 # kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok: built from the Go module proxy into
 # ~/.cache/inferops-vllm-dr/k8s-<version>/bin on first use (see tools/k8s/versions.env).

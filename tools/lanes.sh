@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs make gates in lanes side by side: each argument is one lane, "name: gate gate ...", its gates in turn.
+# Every line of output carries its lane's name; every gate runs even when an earlier one is red (make -k); at the
+# end one table names each gate, its lane, its time and its result.
+#   VLLM_DR_LANES=1   every gate in one lane, in the order given (a one-core machine, or to read a gate's output alone)
+# Exit status: non-zero when any gate failed.
+set -uo pipefail
+
+make_cmd=${MAKE:-make}
+results=$(mktemp -d "${TMPDIR:-/tmp}/vllm-dr-lanes.XXXXXX")
+trap 'rm -rf "$results"' EXIT
+
+run_lane() {  # lane name, gates...
+  local name=$1 gate start rc
+  shift
+  : >"$results/$name"
+  for gate in "$@"; do
+    start=$SECONDS
+    "$make_cmd" --no-print-directory "$gate" 2>&1 | sed -u "s/^/[$name] /"
+    rc=${PIPESTATUS[0]}
+    printf '%s\t%s\t%s\t%s\n' "$gate" "$name" "$((SECONDS - start))" "$rc" >>"$results/$name"
+  done
+}
+
+lanes=()
+for spec in "$@"; do
+  name=${spec%%:*}
+  read -r -a gates <<<"${spec#*:}"
+  lanes+=("$name" "${gates[*]}")
+done
+
+start=$SECONDS
+if [ "${VLLM_DR_LANES:-2}" = 1 ]; then
+  for ((i = 0; i < ${#lanes[@]}; i += 2)); do
+    read -r -a gates <<<"${lanes[i + 1]}"
+    run_lane "${lanes[i]}" "${gates[@]}"
+  done
+else
+  pids=()
+  for ((i = 0; i < ${#lanes[@]}; i += 2)); do
+    read -r -a gates <<<"${lanes[i + 1]}"
+    run_lane "${lanes[i]}" "${gates[@]}" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+fi
+
+status=0
+echo
+printf '%-18s %-6s %7s  %s\n' gate lane seconds result
+for ((i = 0; i < ${#lanes[@]}; i += 2)); do
+  while IFS=$'\t' read -r gate lane seconds rc; do
+    printf '%-18s %-6s %7s  %s\n' "$gate" "$lane" "$seconds" "$([ "$rc" = 0 ] && echo passed || echo FAILED)"
+    [ "$rc" = 0 ] || status=1
+  done <"$results/${lanes[i]}"
+done
+printf '%-18s %-6s %7s  %s\n' all '' "$((SECONDS - start))" "$([ $status = 0 ] && echo passed || echo FAILED)"
+exit $status
