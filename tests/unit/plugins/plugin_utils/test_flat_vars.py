@@ -26,8 +26,8 @@ def test_an_empty_string_is_not_given_on_either_side():
 
 
 def test_other_falsy_values_are_given():
-    assert merge_flat('x', {}, {'x_tls': False, 'x_db': 0, 'x_endpoints': []}) == {'tls': False, 'db': 0,
-                                                                                    'endpoints': []}
+    merged = merge_flat('x', {}, {'x_tls': False, 'x_db': 0, 'x_endpoints': []})
+    assert merged == {'tls': False, 'db': 0, 'endpoints': []}
 
 
 def test_an_undefined_dict_is_empty_and_the_input_is_not_changed():
@@ -37,8 +37,8 @@ def test_an_undefined_dict_is_empty_and_the_input_is_not_changed():
     assert base == {'backend': 'etcd'}
 
 
-@pytest.mark.parametrize('base, kind', [('redis://x', 'a string'), (['a'], 'a list'), (3, 'a number'),
-                                         (True, 'a boolean')])
+@pytest.mark.parametrize('base, kind', [
+    ('redis://x', 'a string'), (['a'], 'a list'), (3, 'a number'), (True, 'a boolean')])
 def test_a_dict_variable_that_is_not_a_dict_is_named(base, kind):
     with pytest.raises(FlatVarsError, match=rf'^vllm_dr_store must be a dict of options .* got {kind}$'):
         merge_flat('vllm_dr_store', base, {})
