@@ -82,7 +82,7 @@ lint: deps
 unit: deps
 	$(PYTEST) tests/unit --junitxml=$(REPORTS)/unit.xml
 
-# The Kubernetes suite (tests/integration/k8s) runs here too; its control plane is built once and cached
+# The Kubernetes suite (tests/functional/k8s) runs here too; its control plane is built once and cached
 # (first, outside pytest's per-test time limit), unless KUBECONFIG names a cluster to use instead.
 K8S_BUILD := $(if $(KUBECONFIG),@true,bash tools/k8s/build.sh >/dev/null)
 
@@ -91,14 +91,16 @@ integration: deps
 	$(K8S_BUILD)
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: integration-k8s" "host: integration-host"
 
-# tests/integration without the Kubernetes suite, then ansible-test's integration targets
+# tests/functional without the Kubernetes suite and the observability tests (make observability runs those), then
+# ansible-test's integration targets (tests/integration/targets)
 integration-host: deps
-	$(PYTEST) tests/integration --ignore=tests/integration/k8s --junitxml=$(REPORTS)/integration.xml
+	$(PYTEST) tests/functional --ignore=tests/functional/k8s --ignore=tests/functional/observability \
+	  --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
 integration-k8s: deps
 	$(K8S_BUILD)
-	$(PYTEST) tests/integration/k8s --junitxml=$(REPORTS)/integration-k8s.xml
+	$(PYTEST) tests/functional/k8s --junitxml=$(REPORTS)/integration-k8s.xml
 
 # One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
 molecule: deps
@@ -107,17 +109,17 @@ molecule: deps
 # The alerting rules and the runbook's metrics (extensions/observability/), with promtool (built from the Go module
 # proxy once, cached in ~/.cache/inferops-vllm-dr): the PrometheusRule manifest agrees with the rules file, the rules
 # check, their unit tests pass (each alert fires on the incident's series, quiet after the repair), and the textfile
-# that drills on the lab write passes `promtool check metrics` (tests/observability).
+# that drills on the lab write passes `promtool check metrics` (tests/functional/observability).
 PROMTOOL := bash tools/observability/promtool.sh
 observability: deps
 	$(BIN)/python tools/observability/render_rules.py --check
 	$(PROMTOOL) check rules extensions/observability/prometheus/vllm-dr.rules.yml
 	$(PROMTOOL) test rules extensions/observability/prometheus/tests/vllm-dr.rules.test.yml
-	$(PYTEST) tests/observability --junitxml=$(REPORTS)/observability.xml
+	$(PYTEST) tests/functional/observability --junitxml=$(REPORTS)/observability.xml
 
 # The CI recipes (extensions/ci/), offline: actionlint (built from the Go module proxy once, cached in
 # ~/.cache/inferops-vllm-dr; shellcheck checks the run: scripts) and check-jsonschema's bundled schemas.
-# tests/integration/test_ci_recipes.py runs their commands against the lab.
+# tests/functional/test_ci_recipes.py runs their commands against the lab.
 # check-jsonschema comes from tests/requirements.txt
 CHECK_JSONSCHEMA ?= $(BIN)/check-jsonschema
 ci-lint: deps

@@ -4,7 +4,7 @@
 #   sanity   ansible-test sanity (empty ignore files) under that core; on the oldest core also the
 #            compile and import tests on every target Python it accepts that tests/config.yml admits;
 #   drill    on the oldest and the newest core: the host-platform end-to-end drill on the lab
-#            (tests/integration/test_runbook.py: diagnose, purge, restart, validate, report, rollback).
+#            (tests/functional/test_runbook.py: diagnose, purge, restart, validate, report, rollback).
 # A core that cannot be tested (no Python for it, pip failure) is named and the run fails, unless the
 # matrix is narrowed on purpose: VLLM_DR_CORES="2.16 2.21".
 #   VLLM_DR_CORE_JOBS=N       cores run N at a time (default 2)
@@ -162,7 +162,7 @@ run_core() {
     fi
   fi
   if [[ $drill == yes && ( $stages == all || $stages == drill ) ]]; then
-    if (cd "$root" && "$venv/bin/python" -m pytest -p no:cacheprovider tests/integration/test_runbook.py \
+    if (cd "$root" && "$venv/bin/python" -m pytest -p no:cacheprovider tests/functional/test_runbook.py \
         ${drill_select:+-k "$drill_select"} --junitxml="$out/drill.xml") >>"$out/log" 2>&1; then
       summary+=("drill${drill_select:+ (-k $drill_select)} passed;")
     else

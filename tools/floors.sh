@@ -46,10 +46,10 @@ PY
 
 cd "$root"
 exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml="$root/reports/floors.xml" \
-  tests/integration/test_session_sweep_redis.py \
-  tests/integration/test_session_sweep_topologies.py \
-  tests/integration/test_session_store_errors.py \
-  tests/integration/test_lab_and_probe.py \
-  tests/integration/test_refresh_probe_hostile.py \
-  tests/integration/test_cache_files_and_links.py \
+  tests/functional/test_session_sweep_redis.py \
+  tests/functional/test_session_sweep_topologies.py \
+  tests/functional/test_session_store_errors.py \
+  tests/functional/test_lab_and_probe.py \
+  tests/functional/test_refresh_probe_hostile.py \
+  tests/functional/test_cache_files_and_links.py \
   "$@"

@@ -15,7 +15,7 @@ from lab.labctl import Lab
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if 'integration/k8s' in str(item.fspath).replace(os.sep, '/'):
+        if 'functional/k8s' in str(item.fspath).replace(os.sep, '/'):
             item.add_marker(pytest.mark.k8s)
 
 

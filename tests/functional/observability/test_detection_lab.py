@@ -13,7 +13,7 @@ from harness.lab_runs import running_lab
 from harness.playbooks import playbook, recap
 from harness.sessions import dump_redis
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROMTOOL = os.path.join(ROOT, 'tools', 'observability', 'promtool.sh')
 
 

@@ -13,7 +13,7 @@ import pytest
 from harness.lab_runs import running_lab
 from harness.playbooks import playbook
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROMTOOL = os.path.join(ROOT, 'tools', 'observability', 'promtool.sh')
 
 
