@@ -13,10 +13,12 @@ from ansible_collections.inferops.vllm_dr.plugins.filter import (
     dr_audit, log_evidence, recovery_verdict, rollout_api_error, rollout_complete, rollout_new_hash, rollout_old_pods,
     rollout_pods, rollout_preconditions, rollout_purge_failures, rollout_status, rollout_unfinished,
     rollout_wait_outcome, store_sweeper, validation_metrics, validation_verdict, yaml_set)
+from ansible_collections.inferops.vllm_dr.plugins.filter import rollback_plan
 
 MODULES = (dr_audit, log_evidence, recovery_verdict, rollout_api_error, rollout_complete, rollout_new_hash,
            rollout_old_pods, rollout_pods, rollout_preconditions, rollout_purge_failures, rollout_status,
-           rollout_unfinished, rollout_wait_outcome, store_sweeper, validation_metrics, validation_verdict, yaml_set)
+           rollout_unfinished, rollout_wait_outcome, store_sweeper, validation_metrics, validation_verdict, yaml_set,
+           rollback_plan)
 FILTERS = sorted(name for module in MODULES for name in module.FilterModule().filters())
 
 
