@@ -116,7 +116,8 @@ def test_init_container_method_patches_a_deployment_the_api_server_accepts(workl
     # the init container's script, run by sh here, moves the cache aside on the volume and keeps five
     data = tmp_path / 'volume'
     data.mkdir()
-    script = init[0]['command'][2].replace(workload.lab.cache_path, str(data / 'token_cache.db'))
+    # the cache and the backup directory beside it (vllm_dr_k8s_pod_backup_dir's default) moved to the copy's volume
+    script = init[0]['command'][2].replace(os.path.dirname(workload.lab.cache_path), str(data))
     for run_number in range(7):
         (data / 'token_cache.db').write_bytes(b'cache %d' % run_number)
         (data / 'token_cache.db-wal').write_bytes(b'wal')
@@ -124,7 +125,9 @@ def test_init_container_method_patches_a_deployment_the_api_server_accepts(workl
         assert not (data / 'token_cache.db').exists() and not (data / 'token_cache.db-wal').exists()
     kept = sorted(os.listdir(data / '.vllm_dr_backups'))
     assert len(kept) == 5
-    assert sorted(os.listdir(data / '.vllm_dr_backups' / kept[-1])) == ['token_cache.db', 'token_cache.db-wal']
+    names = sorted(os.listdir(data / '.vllm_dr_backups' / kept[-1]))
+    assert [re.sub(r'\.\d{8}T\d{6}\.\d{6}Z\.', '.<stamp>.', name) for name in names] == \
+        ['token_cache.db.<stamp>.bak', 'token_cache.db.<stamp>.bak-wal'], names
     subprocess.run(['sh', '-c', script], check=True)  # nothing to move: still succeeds
 
     # applying it again changes nothing: the same init container is already there
