@@ -995,7 +995,8 @@ def _with_ttls(entries, replies):
     """Entries with their absolute expiry (ms) from PTTL answers: -1 no TTL, -2 gone (the delete will see it)."""
     now_ms = int(time.time() * 1000)
     for entry, ttl in zip(entries, replies):
-        ttl = _raised(ttl)
+        if isinstance(ttl, Exception):  # _raised, without a call per entry
+            raise ttl
         entry.pexpireat = now_ms + ttl if ttl >= 0 else None
     return entries
 
