@@ -12,6 +12,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_wir
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_store import (
     _expiries_in_place, _expiries_one_by_one)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import Wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import Entry, backup_lines
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import (
     TimestampError, epoch_from_number, in_range, parse_expiries, parse_expiry, parse_timestamp)
 
@@ -174,3 +175,18 @@ def test_replies_are_taken_in_order_and_never_more_than_asked(ready, read_size):
 def test_this_hiredis_lets_the_sweep_take_replies_in_c():
     reader, in_c = _redis_wire._new_reader()  # pylint: disable=protected-access
     assert in_c and reader.gets() is _redis_wire._NO_REPLY  # pylint: disable=protected-access
+
+
+def _hash(fields: int, **metadata):
+    return Entry(b'vllm:session:%d' % fields, 'hash', {b'f%d' % index: b'v%d' % index for index in range(fields)}, **metadata)
+
+
+@pytest.mark.parametrize('shapes', [
+    [3, 3, 3, 3],
+    [3, 2, 3, 2, 1],
+    [3, ('pexpireat', 1720612800000), 3, ('version', 7), ('lease', 5), 3, 4],
+    [1, ('pexpireat', 0), 1, 1, ('pexpireat', 5), 2],
+], ids=repr)
+def test_backup_lines_of_alike_and_mixed_batches_are_what_the_json_encoder_writes(shapes):
+    entries = [_hash(3, **{shape[0]: shape[1]}) if isinstance(shape, tuple) else _hash(shape) for shape in shapes]
+    assert backup_lines(entries) == b''.join(entry.to_line() + b'\n' for entry in entries)
