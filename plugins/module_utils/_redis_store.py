@@ -737,23 +737,11 @@ class RedisPartition:
         if not job.by_expiry:
             return job.judge(self._entries(self.client, keys, self._followed(b'HGETALL', keys, replies), read_strings))
         name = job.options.expires_field
-        hash_keys, flats, raws = [], [], []
-        other_keys, other_replies = [], []
-        for key, reply in zip(keys, replies):
-            if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # a hash (RESP2: a flat list)
-                if reply:  # empty: the key went away since SCAN listed it
-                    hash_keys.append(key)
-                    flats.append(reply)
-                    try:
-                        at = reply.index(name)
-                    except ValueError:
-                        raws.append(None)
-                        continue
-                    # names sit at even positions; an odd one is a value that equals the name
-                    raws.append(reply[at + 1] if at % 2 == 0 else _pairs(reply).get(name))
-            else:
-                other_keys.append(key)
-                other_replies.append(reply)
+        raws = _expiries_in_place(replies, name)
+        if raws is None:
+            hash_keys, flats, raws, other_keys, other_replies = _expiries_one_by_one(keys, replies, name)
+        else:  # the usual batch: every answer a hash, the expiry where it is in the first
+            hash_keys, flats, other_keys, other_replies = keys, replies, (), ()
         victims = [Entry(hash_keys[at], 'hash', _pairs(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
         if other_keys:
             other_replies = self._followed(b'HGETALL', other_keys, other_replies)
@@ -953,11 +941,62 @@ class RedisPartition:
             wire.close()
 
 
+def _expiries_in_place(replies, name: bytes):
+    """The field ``name`` of every HGETALL answer, when each is a hash's flat answer holding it at one position; else None.
+
+    Sessions written alike list their fields alike, so the usual batch is read by position
+    in a few passes over it, not answer by answer. A hash's field names are unique and sit
+    at even positions: the value after ``name`` there is the one _expiries_one_by_one reads.
+    """
+    first = replies[0] if replies else None
+    if type(first) is not list or set(map(type, replies)) != {list}:  # pylint: disable=unidiomatic-typecheck
+        return None
+    try:
+        at = first.index(name)
+    except ValueError:
+        return None
+    if at % 2:
+        return None
+    try:
+        names = list(map(operator.itemgetter(at), replies))
+    except IndexError:  # an empty answer (the key went away) or a hash of fewer fields
+        return None
+    if names.count(name) != len(names):
+        return None
+    return list(map(operator.itemgetter(at + 1), replies))
+
+
+def _expiries_one_by_one(keys, replies, name: bytes):
+    """(hash keys, their flat answers, their field ``name`` or None, other keys, their answers) of HGETALL answers.
+
+    An empty answer (the key went away since SCAN listed it) is left out.
+    """
+    hash_keys, flats, raws = [], [], []
+    other_keys, other_replies = [], []
+    for key, reply in zip(keys, replies):
+        if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # a hash (RESP2: a flat list)
+            if reply:
+                hash_keys.append(key)
+                flats.append(reply)
+                try:
+                    at = reply.index(name)
+                except ValueError:
+                    raws.append(None)
+                    continue
+                # names sit at even positions; an odd one is a value that equals the name
+                raws.append(reply[at + 1] if at % 2 == 0 else _pairs(reply).get(name))
+        else:
+            other_keys.append(key)
+            other_replies.append(reply)
+    return hash_keys, flats, raws, other_keys, other_replies
+
+
 def _with_ttls(entries, replies):
     """Entries with their absolute expiry (ms) from PTTL answers: -1 no TTL, -2 gone (the delete will see it)."""
     now_ms = int(time.time() * 1000)
     for entry, ttl in zip(entries, replies):
-        ttl = _raised(ttl)
+        if isinstance(ttl, Exception):  # _raised, without a call per entry
+            raise ttl
         entry.pexpireat = now_ms + ttl if ttl >= 0 else None
     return entries
 

@@ -16,6 +16,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
+import itertools
 import socket
 
 try:
@@ -30,6 +31,9 @@ except ImportError:
     hiredis = None
 
 _READ_SIZE = 1 << 14
+# What the reader answers while no whole reply is buffered: no reply is this object, so
+# replies can be taken in a loop that runs in C (a reply of 0 equals the default False).
+_NO_REPLY = object()
 
 
 def _arg(value) -> bytes:
@@ -69,6 +73,14 @@ def _joined(values, before: bytes) -> bytes:
     return b''.join([b'%s$%d\r\n%s\r\n' % (before, len(value), value) for value in values])
 
 
+def _new_reader():
+    """(a hiredis reader, whether it answers _NO_REPLY while no whole reply is buffered: a hiredis since 2.x does)."""
+    try:
+        return hiredis.Reader(replyError=ResponseError, notEnoughData=_NO_REPLY), True
+    except TypeError:  # a hiredis without notEnoughData: it answers False
+        return hiredis.Reader(replyError=ResponseError), False
+
+
 class Wire:
     """One connection of a client's pool, used for pipelined commands only, closed when done.
 
@@ -87,7 +99,8 @@ class Wire:
         self._fast = hiredis is not None and sock is not None
         if self._fast:
             self._sock = sock
-            self._reader = hiredis.Reader(replyError=ResponseError)
+            self._reader, in_c = _new_reader()
+            self._ready = self._ready_replies if in_c else self._ready_one_by_one
             self._buffer = bytearray(_READ_SIZE)
         self.owed = 0
         self._broken = False
@@ -128,14 +141,23 @@ class Wire:
 
     def _receive_fast(self, count: int) -> list:
         replies = []
+        while True:
+            self._ready(replies, count - len(replies))
+            if len(replies) == count:
+                return replies
+            self._fill()
+
+    def _ready_replies(self, replies: list, most: int) -> None:
+        """Add to ``replies`` the whole replies buffered, at most ``most``."""
+        replies.extend(itertools.islice(iter(self._reader.gets, _NO_REPLY), most))
+
+    def _ready_one_by_one(self, replies: list, most: int) -> None:
         gets = self._reader.gets
-        while len(replies) < count:
+        for _index in range(most):
             reply = gets()
             if reply is False:
-                self._fill()
-                continue
+                return
             replies.append(reply)
-        return replies
 
     def _fill(self) -> None:
         try:

@@ -145,6 +145,7 @@ def backup_lines(entries) -> bytes:
     templates = []
     args = []
     add, add_all, add_template = args.append, args.extend, templates.append
+    kind = count = template = None  # the last line's shape without metadata, and its template
     for entry in entries:
         fields = entry.fields
         if fields is None or entry.value is not None:
@@ -152,7 +153,10 @@ def backup_lines(entries) -> bytes:
         add(entry.key)
         add_all(_chain(fields.items()))
         if entry.pexpireat is None and entry.version is None and not entry.lease:
-            add_template(_line_template(entry.kind, len(fields), ()))
+            if entry.kind != kind or len(fields) != count:
+                kind, count = entry.kind, len(fields)
+                template = _line_template(kind, count, ())
+            add_template(template)
         else:
             metadata = tuple(entry._metadata())  # pylint: disable=protected-access
             add_all([b'%d' % number for _name, number in metadata])

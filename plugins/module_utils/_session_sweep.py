@@ -24,7 +24,7 @@ import time
 from ._files import BackupError
 from ._session_backup import BackupReader, BackupWriter, header, prepare_backup_path
 from ._session_errors import StoreError
-from ._timestamps import iso_utc, parse_expiry
+from ._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
 REFRESH_TOKEN_FIELD = b'refresh_token'
@@ -241,22 +241,18 @@ class SweepJob:
         for the victims only. Counts the batch; returns the positions to remove.
         """
         options = self.options
-        match_all = options.select == 'all'
         cutoff = options.cutoff
         sweep_malformed = options.malformed == 'sweep'
-        malformed = 0
-        expiries = []
-        positions = []
-        for position, raw in enumerate(raws):
-            expiry = None if raw is None else parse_expiry(raw)
-            if expiry is None:
-                malformed += 1
-                if sweep_malformed:
-                    positions.append(position)
-                continue
-            expiries.append(expiry)
-            if match_all or expiry < cutoff:
-                positions.append(position)
+        expiries = parse_expiries(raws)
+        malformed = expiries.count(None)
+        if options.select == 'all':
+            positions = [position for position, expiry in enumerate(expiries) if expiry is not None or sweep_malformed]
+        elif sweep_malformed:
+            positions = [position for position, expiry in enumerate(expiries) if expiry is None or expiry < cutoff]
+        else:
+            positions = [position for position, expiry in enumerate(expiries) if expiry is not None and expiry < cutoff]
+        if malformed:
+            expiries = [expiry for expiry in expiries if expiry is not None]
         return self._count(len(raws), malformed, 0, expiries, positions, keys.__getitem__)
 
     def _count(self, judged, malformed, wrong_type, expiries, victims, key_of):
