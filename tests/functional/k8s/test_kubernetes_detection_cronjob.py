@@ -20,8 +20,15 @@ def test_the_api_server_accepts_the_detection_cronjob_with_the_shipped_rbac(kube
     namespace = f'detect-{uuid.uuid4().hex[:8]}'
     kube.kubectl('create', 'namespace', namespace)
     try:
+        # the RBAC manifest's objects of the workload's namespace (vllm), moved into this test's namespace
         with open(RBAC, encoding='utf-8') as handle:
-            kube.kubectl('apply', '-n', namespace, '-f', '-', stdin=handle.read())
+            rbac = [item for item in yaml.safe_load(handle)['items'] if item['metadata'].get('namespace') == 'vllm']
+        for item in rbac:
+            item['metadata']['namespace'] = namespace
+            for subject in item.get('subjects', []):
+                subject['namespace'] = namespace
+        assert {item['kind'] for item in rbac} == {'ServiceAccount', 'Role', 'RoleBinding'}
+        kube.apply(*rbac)
         with open(CRONJOB, encoding='utf-8') as handle:
             shipped = yaml.safe_load(handle)
         shipped['metadata']['namespace'] = namespace
