@@ -14,7 +14,7 @@ description:
     O(auto_repair) is on and the diagnosis says recovery is needed.
     C(inconclusive) means the probe gave no usable answer (unreachable, a server or TLS error, ...); the run fails
     with the probe's words, since it cannot tell either way.
-  - Used by P(inferops.vllm_dr.dr_detect#playbook).
+  - Used by the playbook C(inferops.vllm_dr.dr_detect).
 options:
   _input:
     description: The diagnosis the restore role publishes (C(vllm_dr_diagnosis)).
