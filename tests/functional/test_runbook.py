@@ -12,6 +12,7 @@ import pytest
 import redis
 import yaml
 
+from harness.lab_runs import incident_lab
 from harness.playbooks import playbook as run_playbook
 from harness.playbooks import recap
 from harness.sessions import dump_redis
@@ -21,15 +22,8 @@ from lab.labctl import Lab
 @pytest.fixture
 def broken_lab(tmp_path):
     """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
-    lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=3)
-    try:
-        lab.snapshot()
-        lab.rotate()
-        lab.restore()
+    with incident_lab(tmp_path) as lab:
         yield with_inventory(lab, tmp_path)
-    finally:
-        lab.down()
 
 
 def with_inventory(lab, tmp_path):

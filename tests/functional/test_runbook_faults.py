@@ -13,23 +13,16 @@ import redis
 import yaml
 
 from harness.backups import restorable
+from harness.lab_runs import incident_lab
 from harness.playbooks import playbook
 from harness.sessions import PREFIX, session
-from lab.labctl import Lab
 
 
 @pytest.fixture
 def broken_lab(tmp_path):
     """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
-    lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=3)
-    try:
-        lab.snapshot()
-        lab.rotate()
-        lab.restore()
+    with incident_lab(tmp_path) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 def store(lab):

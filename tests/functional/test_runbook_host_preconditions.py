@@ -11,23 +11,16 @@ import pytest
 import redis
 import yaml
 
+from harness.lab_runs import incident_lab
 from harness.playbooks import playbook
 from harness.sessions import dump_redis
-from lab.labctl import Lab
 
 
 @pytest.fixture
 def broken_lab(tmp_path):
     """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
-    lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=3)
-    try:
-        lab.snapshot()
-        lab.rotate()
-        lab.restore()
+    with incident_lab(tmp_path) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 def sha256(path):

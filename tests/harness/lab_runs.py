@@ -22,3 +22,17 @@ def running_lab(tmp_path, sessions: int = 2):
         yield lab
     finally:
         lab.down()
+
+
+@contextlib.contextmanager
+def incident_lab(tmp_path, sessions: int = 3):
+    """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=sessions)
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        yield lab
+    finally:
+        lab.down()
