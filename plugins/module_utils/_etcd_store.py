@@ -26,12 +26,36 @@ from ._session_store import parse_etcd_endpoint
 ETCD_IMPORT_ERROR = None
 try:
     import etcd3gw
+    import requests
     from etcd3gw import exceptions as etcd_exceptions
 except ImportError:
     ETCD_IMPORT_ERROR = traceback.format_exc()
+    requests = None
 
 # etcd's default --max-txn-ops; a larger transaction is refused by the server.
 MAX_TXN_OPS = 128
+
+
+def _tls_session(params: dict):
+    """The HTTP session of the etcd client, with the etcd_ TLS options.
+
+    requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE in the environment replace a session's own CA bundle, so an
+    execution environment that sets them would silently ignore etcd_ca_cert; the bundle given here wins. A client
+    certificate whose file also holds its key needs no etcd_client_key.
+    """
+    class PinnedCaSession(requests.Session):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):
+            if verify is None and self.verify is not True:
+                verify = self.verify
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+
+    session = PinnedCaSession()
+    if params.get('etcd_ca_cert'):
+        session.verify = params['etcd_ca_cert']
+    if params.get('etcd_client_cert'):
+        key = params.get('etcd_client_key')
+        session.cert = (params['etcd_client_cert'], key) if key else params['etcd_client_cert']
+    return session
 
 
 def _b64(data: bytes) -> str:
@@ -139,9 +163,8 @@ class EtcdStore:
         errors = []
         for endpoint in params['etcd_endpoints']:
             scheme, host, port = parse_etcd_endpoint(endpoint)
-            client = etcd3gw.Etcd3Client(
-                host=host, port=port, protocol=scheme, ca_cert=params.get('ca_cert'),
-                cert_key=params.get('client_key'), cert_cert=params.get('client_cert'), timeout=params['timeout'])
+            client = etcd3gw.Etcd3Client(host=host, port=port, protocol=scheme, timeout=params['timeout'])
+            client.session = _tls_session(params)
             self.location = endpoint
             try:
                 self._authenticate(client, params)
@@ -158,7 +181,7 @@ class EtcdStore:
                     raise StoreError(self._message(kind, text, '/kv/range')) from None
                 errors.append(f'{endpoint}: {text}')
         raise StoreError(f'cannot reach etcd ({"; ".join(errors)}); check etcd_endpoints, the TLS files '
-                         '(ca_cert, client_cert, client_key) and that etcd is up')
+                         '(etcd_ca_cert, etcd_client_cert, etcd_client_key) and that etcd is up')
 
     def _authenticate(self, client, params: dict) -> None:
         if not params.get('etcd_user'):
@@ -195,10 +218,10 @@ class EtcdStore:
             return (f'{at}: the revision the sweep reads at was compacted meanwhile ({text}); '
                     're-run (a sweep resumes with the sessions left)')
         if kind == 'tls_verify':
-            return f'TLS with {at} failed: the server certificate is not trusted ({text}); check ca_cert'
+            return f'TLS with {at} failed: the server certificate is not trusted ({text}); check etcd_ca_cert'
         if kind == 'tls_handshake':
             return (f'TLS with {at} failed: the server ended the handshake ({text}); it may require a client '
-                    'certificate: set client_cert and client_key')
+                    'certificate: set etcd_client_cert and etcd_client_key')
         if kind == 'not_etcd':
             return f'{at} does not answer as the etcd v3 JSON API ({text}); check etcd_endpoints'
         return (f'{at} failed during {path} ({text}); check that etcd is up and healthy and re-run '

@@ -32,7 +32,7 @@ ADVICE = {
     UNAUTHORIZED: 'the endpoint refused the caller: check client_id and the probe session',
     SERVER_ERROR: 'the service or its identity provider is failing: check their logs',
     UNREACHABLE: 'nothing answered: check url and that the service is up',
-    TLS_ERROR: 'the TLS handshake failed: give ca_path (or the client certificate) or check the host name',
+    TLS_ERROR: 'the TLS handshake failed: give http_ca_path (or http_client_cert) or check the host name',
     UNEXPECTED: 'the answer is not a refresh response: check url',
 }
 

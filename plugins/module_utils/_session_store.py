@@ -6,7 +6,8 @@
 
 Every module that touches sessions merges ``session_store_argument_spec()`` into its
 own spec, passes ``SESSION_STORE_RULES`` to AnsibleModule, and documents the options
-with the ``inferops.vllm_dr.session_store`` fragment. What AnsibleModule cannot check
+with the ``inferops.vllm_dr.session_store``, ``inferops.vllm_dr.redis`` and
+``inferops.vllm_dr.etcd`` fragments (one per backend, as the spec is built). What AnsibleModule cannot check
 (ranges, list contents, addresses) ``check_store_params`` checks, before anything is
 touched.
 
@@ -26,9 +27,9 @@ BACKENDS = ('redis', 'redis_sentinel', 'redis_cluster', 'etcd')
 MAX_TIMEOUT = 86400.0
 
 
-def session_store_argument_spec() -> dict:
+def redis_argument_spec() -> dict:
+    """The Redis options (standalone, Sentinel, Cluster), named as community.general's Redis modules name them."""
     return dict(
-        backend=dict(type='str', default='redis', choices=list(BACKENDS)),
         login_host=dict(type='str', default='localhost'),
         login_port=dict(type='int', default=6379),
         login_user=dict(type='str'),
@@ -36,28 +37,45 @@ def session_store_argument_spec() -> dict:
         db=dict(type='int', default=0),
         tls=dict(type='bool', default=False),
         validate_certs=dict(type='bool', default=True),
-        ca_certs=dict(type='str'),
-        client_cert_file=dict(type='str'),
-        client_key_file=dict(type='str'),
+        ca_certs=dict(type='path'),
+        client_cert_file=dict(type='path'),
+        client_key_file=dict(type='path'),
         sentinel_hosts=dict(type='list', elements='str'),
         sentinel_service_name=dict(type='str', default='mymaster'),
         sentinel_password=dict(type='str', no_log=True),
+    )
+
+
+def etcd_argument_spec() -> dict:
+    """The etcd options, each under the ``etcd_`` prefix."""
+    return dict(
         etcd_endpoints=dict(type='list', elements='str', default=['http://127.0.0.1:2379']),
         etcd_user=dict(type='str'),
         etcd_password=dict(type='str', no_log=True),
-        ca_cert=dict(type='path'),
-        client_cert=dict(type='path'),
-        client_key=dict(type='path'),
+        etcd_ca_cert=dict(type='path'),
+        etcd_client_cert=dict(type='path'),
+        etcd_client_key=dict(type='path'),
+    )
+
+
+def session_store_argument_spec() -> dict:
+    """Every option of the session store: the backend and the layout, then each backend's own options."""
+    spec = dict(
+        backend=dict(type='str', default='redis', choices=list(BACKENDS)),
         key_pattern=dict(type='str', default='vllm:session:*', no_log=False),
         key_prefix=dict(type='str', default='vllm/session/', no_log=False),
         timeout=dict(type='float', default=10.0),
     )
+    spec.update(redis_argument_spec())
+    spec.update(etcd_argument_spec())
+    return spec
 
 
 # What AnsibleModule checks itself; a module passes these on (merged with its own rules).
 SESSION_STORE_RULES = dict(
     required_if=[('backend', 'redis_sentinel', ('sentinel_hosts',))],
-    required_by={'client_key_file': 'client_cert_file', 'client_key': 'client_cert', 'etcd_password': 'etcd_user'},
+    required_by={'client_key_file': 'client_cert_file', 'etcd_client_key': 'etcd_client_cert',
+                 'etcd_password': 'etcd_user'},
 )
 
 

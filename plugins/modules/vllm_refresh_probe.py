@@ -28,6 +28,8 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - inferops.vllm_dr.session_store
+  - inferops.vllm_dr.redis
+  - inferops.vllm_dr.etcd
 attributes:
   check_mode:
     support: full
@@ -77,23 +79,24 @@ options:
         never retried.
     type: int
     default: 3
-  validate_certs:
+  http_validate_certs:
     description:
-      - Verify TLS certificates, of the endpoint and of a Redis store over TLS.
+      - Verify the TLS certificate and host name of the endpoints (O(url), O(health_url)). Turn off only for a
+        lab. A Redis store over TLS has its own O(validate_certs).
     type: bool
     default: true
-  ca_path:
+  http_ca_path:
     description:
-      - CA bundle for the endpoint's certificate. The file must exist; a missing one is an error before anything is
-        called, not a connection failure.
+      - CA bundle for the endpoints' certificates. The file must exist; a missing one is an error before anything
+        is called, not a connection failure.
     type: path
-  client_cert:
+  http_client_cert:
     description:
-      - Client certificate for the endpoint (and for etcd, with O(backend=etcd)).
+      - Client certificate for endpoints that require one (mutual TLS).
     type: path
-  client_key:
+  http_client_key:
     description:
-      - Key of O(client_cert).
+      - Key of O(http_client_cert), when that file does not hold it. Requires O(http_client_cert).
     type: path
   headers:
     description:
@@ -128,7 +131,7 @@ EXAMPLES = r"""
   inferops.vllm_dr.vllm_refresh_probe:
     url: https://vllm.example.com/api/v1/refresh_token
     health_url: https://vllm.example.com/healthz
-    ca_path: /etc/ssl/internal-ca.pem
+    http_ca_path: /etc/ssl/internal-ca.pem
     session_id: svc
     login_host: redis-service
     expect: healthy
@@ -210,7 +213,10 @@ def argument_spec() -> dict:
         write_back=dict(type='bool'),
         health_url=dict(type='str'),
         retries=dict(type='int', default=3),
-        ca_path=dict(type='path'),
+        http_validate_certs=dict(type='bool', default=True),
+        http_ca_path=dict(type='path'),
+        http_client_cert=dict(type='path'),
+        http_client_key=dict(type='path'),
         headers=dict(type='dict', no_log=True),
         expect=dict(type='str', default='any', choices=['any', 'healthy']),
     )
@@ -251,10 +257,10 @@ def checked_http(params: dict) -> Http:
         check_http_url(params['health_url'], 'health_url')
     if params['retries'] < 0:
         raise HttpOptionError('retries cannot be negative; give 0 to try once')
-    return Http(check_timeout(params['timeout']), params['validate_certs'],
-                check_file(params['ca_path'], 'ca_path', 'the CA bundle that signed the endpoint\'s certificate'),
-                check_file(params['client_cert'], 'client_cert', 'the client certificate'),
-                check_file(params['client_key'], 'client_key', 'the key of client_cert'),
+    return Http(check_timeout(params['timeout']), params['http_validate_certs'],
+                check_file(params['http_ca_path'], 'http_ca_path', 'the CA bundle that signed the endpoint\'s certificate'),
+                check_file(params['http_client_cert'], 'http_client_cert', 'the client certificate'),
+                check_file(params['http_client_key'], 'http_client_key', 'the key of http_client_cert'),
                 check_headers(params['headers']))
 
 
@@ -317,7 +323,8 @@ def main() -> None:
         mutually_exclusive=[('refresh_token', 'session_id')],
         required_one_of=[('refresh_token', 'session_id')],
         supports_check_mode=True,
-        **SESSION_STORE_RULES,
+        required_if=SESSION_STORE_RULES['required_if'],
+        required_by=dict(SESSION_STORE_RULES['required_by'], http_client_key='http_client_cert'),
     )
     try:
         result = run(module)

@@ -27,6 +27,8 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - inferops.vllm_dr.session_store
+  - inferops.vllm_dr.redis
+  - inferops.vllm_dr.etcd
 attributes:
   check_mode:
     support: full

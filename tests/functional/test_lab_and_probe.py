@@ -160,7 +160,7 @@ def test_self_signed_tls_needs_ca_path(capsys, tls_lab):
     without = run_module(vllm_refresh_probe, probe_args(tls_lab, health_url=None), capsys)
     assert without['classification'] == 'tls_error' and without['attempts'] == 1
     assert 'CERTIFICATE_VERIFY_FAILED' in without['error'] or 'certificate' in without['error'].lower()
-    with_ca = run_module(vllm_refresh_probe, probe_args(tls_lab, ca_path=tls_lab.state['tls_files']['ca']), capsys)
+    with_ca = run_module(vllm_refresh_probe, probe_args(tls_lab, http_ca_path=tls_lab.state['tls_files']['ca']), capsys)
     assert with_ca['classification'] == 'healthy' and with_ca['health_status'] == 200
 
 

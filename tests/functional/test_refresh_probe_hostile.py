@@ -209,8 +209,8 @@ def test_missing_ca_path_is_refused_at_once_naming_the_file(capsys, endpoint, se
     before = stored(session)
     missing = str(tmp_path / 'no-such-ca.pem')
     started = time.monotonic()
-    result = run_module(vllm_refresh_probe, probe_args(endpoint, session, ca_path=missing, retries=3), capsys)
-    assert_refused_untouched(result, endpoint, session, before, f'ca_path {missing} does not exist or is not a file')
+    result = run_module(vllm_refresh_probe, probe_args(endpoint, session, http_ca_path=missing, retries=3), capsys)
+    assert_refused_untouched(result, endpoint, session, before, f'http_ca_path {missing} does not exist or is not a file')
     assert time.monotonic() - started < 1.0, 'no retries'
 
 

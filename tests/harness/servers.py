@@ -14,6 +14,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import sys
@@ -238,17 +239,28 @@ class EtcdServer(_Process):
 
     name = 'etcd'
 
-    def __init__(self, workdir: str | None = None):
+    def __init__(self, workdir: str | None = None, tls=None, tls_client_certs: bool = False):
+        """``tls`` (a TlsFiles) serves the client API over https; ``tls_client_certs`` makes a client certificate
+        signed by its CA required."""
         super().__init__(workdir)
         self.port = None
         self.peer_port = None
+        self.tls = tls
+        self.tls_client_certs = tls_client_certs
 
     def _choose_ports(self) -> None:
         self.port, self.peer_port = free_port(), free_port()
 
     @property
     def url(self) -> str:
-        return f'http://{LOOPBACK}:{self.port}'
+        return f'{"https" if self.tls else "http"}://{LOOPBACK}:{self.port}'
+
+    def _urlopen(self, request, timeout: float):
+        if not self.tls:
+            return urllib.request.urlopen(request, timeout=timeout)  # nosec: loopback only
+        context = ssl.create_default_context(cafile=self.tls.ca_cert)
+        context.load_cert_chain(self.tls.client_cert, self.tls.client_key)
+        return urllib.request.urlopen(request, timeout=timeout, context=context)  # nosec: loopback only
 
     def _command(self) -> list:
         peer = f'http://{LOOPBACK}:{self.peer_port}'
@@ -258,10 +270,13 @@ class EtcdServer(_Process):
             '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
             '--initial-cluster', f'test={peer}', '--initial-cluster-state', 'new',
             '--log-outputs', 'stderr', '--logger', 'zap',
-        ]
+        ] + ([
+            '--cert-file', self.tls.server_cert, '--key-file', self.tls.server_key,
+            '--trusted-ca-file', self.tls.ca_cert, f'--client-cert-auth={str(self.tls_client_certs).lower()}',
+        ] if self.tls else [])
 
     def _ready(self) -> bool:
-        with urllib.request.urlopen(f'{self.url}/health', timeout=1) as response:  # nosec: loopback only
+        with self._urlopen(f'{self.url}/health', timeout=1) as response:
             return json.load(response).get('health') == 'true'
 
     root_password = 'etcd-root-secret'
@@ -271,7 +286,7 @@ class EtcdServer(_Process):
         """POST to the v3 JSON gateway (as root once auth is on); the decoded answer."""
         headers = {'Authorization': self._root_token} if self._root_token else {}
         request = urllib.request.Request(f'{self.url}/v3{path}', data=json.dumps(payload).encode(), headers=headers)
-        with urllib.request.urlopen(request, timeout=5) as response:  # nosec: loopback only
+        with self._urlopen(request, timeout=5) as response:
             return json.load(response)
 
     def enable_auth(self, users: dict) -> None:
