@@ -193,8 +193,8 @@ def kubernetes_cache_outside_backups(deployment, volume, pvc, policies, modes) -
         else:
             missing.append('snapshot backups include PVC %s; no resource-policy ConfigMap skips it'
                            % (volume['claim'] or volume['name']))
-    detail = '; '.join(missing or found) or 'volume %s (%s) is in no backup mode in use' % (volume['name'],
-                                                                                              volume['type'])
+    unused = 'volume %s (%s) is in no backup mode in use' % (volume['name'], volume['type'])
+    detail = '; '.join(missing or found) or unused
     return _item('cache_outside_snapshots', 'P3', name, not missing, detail, fix)
 
 
