@@ -8,11 +8,12 @@ import copy
 import pytest
 import yaml
 
-from harness.k8s_objects import CACHE, config_map, deployment, pvc
-
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import (
     CACHE_LABEL, EXCLUDES, OURS, VeleroError, annotation_patch, cache_volume, deployment_for, exclusion_plan,
     policy_plan, policy_skips, restore_purge, skip_rule)
+
+from harness.k8s_objects import CACHE, config_map, deployment, pvc
+
 
 def rules_of(plan):
     return yaml.safe_load(next(iter(plan['definition']['data'].values())))['volumePolicies']
