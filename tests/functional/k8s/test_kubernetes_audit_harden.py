@@ -81,6 +81,10 @@ def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload):
         assert rc == 0, output[-3000:]
         assert f'{EXCLUDES}: scratch -> scratch,vllm-data (the pod template changed: this starts a rollout)' in output
         assert state(workload, velero_ns) == before
+        # bad input is refused by the argument spec, before anything is read or changed
+        rc, output = run('dr_harden.yml', '-e', '{"vllm_dr_harden_exclusions": ["labels"]}')
+        assert rc != 0 and 'vllm_dr_harden_exclusions' in output and 'labels' in output, output[-3000:]
+        assert state(workload, velero_ns) == before
 
         rc, output = run('dr_harden.yml', '--diff')
         assert rc == 0, output[-3000:]
@@ -103,8 +107,6 @@ def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload):
         assert f'{EXCLUDES} lists vllm-data' in p3['detail']
         assert f'resource policy {velero_ns}/backup-policy skips PVC vllm-pvc' in p3['detail']
 
-        rc, output = run('dr_harden.yml', '--check', '-e', 'vllm_dr_harden_state=absent')
-        assert rc == 0 and state(workload, velero_ns) == after, output[-3000:]
         rc, output = run('dr_harden.yml', '-e', 'vllm_dr_harden_state=absent')
         assert rc == 0 and recap(output)['changed'] >= 3, output[-3000:]
         removed = state(workload, velero_ns)
