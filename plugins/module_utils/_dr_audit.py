@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import posixpath
 
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import (
+    EXCLUDES, CLAIMED, VeleroError, cache_volume, deployment_for, excludes, named, policy_skips, restore_purge,
+    template_annotations)
+
 # The alerts of extensions/observability/prometheus/vllm-dr.rules.yml on the incident's log lines (P4).
 REQUIRED_ALERTS = ('VllmTokenRefreshErrors', 'VllmInvalidSessionToken')
 
-PASS, FAIL, ADVICE = 'pass', 'fail', 'advice'
+PASS, FAIL, ADVICE, SKIP = 'pass', 'fail', 'advice', 'skip'
+BACKUP_MODES = ('file_system', 'snapshot')
 
 
 class AuditError(ValueError):
@@ -77,7 +82,11 @@ def refresh_on_startup(config: dict) -> dict:
 
 def rule_file_alerts(text) -> list:
     """The alert names of a Prometheus rule file (or of a PrometheusRule manifest's spec)."""
-    document = _yaml(text)
+    return rule_alerts(_yaml(text))
+
+
+def rule_alerts(document) -> list:
+    """The alert names of a parsed rule file or PrometheusRule."""
     if isinstance(document, dict) and isinstance(document.get('spec'), dict):
         document = document['spec']
     groups = document.get('groups') if isinstance(document, dict) else None
@@ -136,6 +145,103 @@ def _need(facts, key, kind):
     return value
 
 
+def host_items(facts) -> list:
+    cache = _need(facts, 'cache', dict)
+    return [
+        cache_external(cache, _need(facts, 'store', dict)),
+        refresh_on_startup(_need(facts, 'config', dict)),
+        cache_outside_snapshots(cache, _need(facts, 'snapshot', dict)),
+        alert_rules(_need(facts, 'rules', list)),
+        probe_session(_need(facts, 'probe', dict)),
+    ]
+
+
+def restore_hook(deployment, cache_path: str) -> dict:
+    name = 'a restore purges the token cache before vLLM starts'
+    found = restore_purge(deployment, cache_path)
+    return _item('restore_hook', 'P2', name, bool(found),
+                 ('found %s' % ', '.join(found)) if found else
+                 'Deployment %s has no init container purge and no Velero restore hook' % deployment['metadata']['name'],
+                 'add one: playbooks/dr_restore.yml -e vllm_dr_k8s_purge_method=velero_hook (a Velero init restore '
+                 'hook, run on restores only) or =init_container (a purge at every start)')
+
+
+def kubernetes_cache_outside_backups(deployment, volume, pvc, policies, modes) -> dict:
+    """P3 on Kubernetes: each Velero backup mode in use leaves the cache's volume out."""
+    name = 'token cache is kept out of snapshots'
+    fix = 'run playbooks/dr_harden.yml (the %s annotation for file-system backups, a resource policy for snapshot ' \
+          'backups)' % EXCLUDES
+    if volume is None:
+        return _item('cache_outside_snapshots', 'P3', name, True,
+                     'the token cache is on the container\'s own file system, which no backup includes', fix)
+    if volume['type'] == 'hostPath':
+        return _item('cache_outside_snapshots', 'P3', name, False,
+                     'the token cache is on hostPath volume %s, which snapshots of the node\'s disk include and Velero '
+                     'cannot exclude' % volume['name'],
+                     'move the token cache to an emptyDir or a PVC of its own, then run playbooks/dr_harden.yml')
+    missing, found = [], []
+    if 'file_system' in modes:
+        if volume['name'] in excludes(template_annotations(deployment).get(EXCLUDES)):
+            found.append('file-system backups: %s lists %s' % (EXCLUDES, volume['name']))
+        else:
+            missing.append('file-system backups include volume %s (%s); %s does not list it'
+                           % (volume['name'], volume['type'], EXCLUDES))
+    if 'snapshot' in modes and volume['type'] in CLAIMED:
+        skipped = policy_skips(policies, pvc) if pvc else []
+        if skipped:
+            found.append('snapshot backups: resource policy %s skips PVC %s' % (', '.join(skipped), volume['claim']))
+        else:
+            missing.append('snapshot backups include PVC %s; no resource-policy ConfigMap skips it'
+                           % (volume['claim'] or volume['name']))
+    unused = 'volume %s (%s) is in no backup mode in use' % (volume['name'], volume['type'])
+    detail = '; '.join(missing or found) or unused
+    return _item('cache_outside_snapshots', 'P3', name, not missing, detail, fix)
+
+
+def kubernetes_alert_rules(rules) -> dict:
+    """P4 on Kubernetes: the PrometheusRule objects of the namespace; None when the PrometheusRule CRD is absent."""
+    if rules is None:
+        return _item('alert_rules', 'P4', 'alert rules on the incident\'s log lines are installed', True,
+                     'not checked: the cluster has no PrometheusRule CRD (monitoring.coreos.com)', '', status=SKIP)
+    found = {alert for rule in rules for alert in rule_alerts(rule)}
+    missing = [alert for alert in REQUIRED_ALERTS if alert not in found]
+    return _item('alert_rules', 'P4', 'alert rules on the incident\'s log lines are installed', not missing,
+                 'missing %s in the namespace\'s PrometheusRules' % ', '.join(missing) if missing else
+                 '%s in PrometheusRule %s' % (', '.join(REQUIRED_ALERTS),
+                                              ', '.join(rule['metadata']['name'] for rule in rules)),
+                 'apply the collection\'s PrometheusRule manifest (extensions/observability) in the workload\'s namespace')
+
+
+def kubernetes_items(facts) -> list:
+    """The items for a Deployment. facts: deployments, pvcs and config_maps (of the workload's namespace),
+    velero_config_maps, selector, deployment (a name, or empty), container, cache (path), config_map and config_key
+    (vllm.yaml), backup_modes, rules (PrometheusRules, None without the CRD), store, probe."""
+    cache_path = _need(facts, 'cache', dict).get('path', '')
+    modes = facts.get('backup_modes', list(BACKUP_MODES))
+    if not isinstance(modes, list) or not set(modes) <= set(BACKUP_MODES):
+        raise AuditError('backup_modes must be a list of %s, got %r' % (', '.join(BACKUP_MODES), modes))
+    config_maps = facts.get('config_maps') or []
+    try:
+        deployment = deployment_for(_need(facts, 'deployments', list), facts.get('selector', ''),
+                                    facts.get('deployment') or '')
+        volume = cache_volume(deployment, facts.get('container', 'vllm'), cache_path)
+    except VeleroError as exc:
+        raise AuditError(str(exc)) from exc
+    pvc = named(facts.get('pvcs'), volume['claim']) if volume and volume['claim'] else None
+    config_map, key = facts.get('config_map', 'vllm-config'), facts.get('config_key', 'vllm.yaml')
+    config = {'path': 'ConfigMap %s key %s' % (config_map, key),
+              'text': ((named(config_maps, config_map) or {}).get('data') or {}).get(key)}
+    return [
+        cache_external({'path': cache_path, 'exists': volume is not None}, _need(facts, 'store', dict)),
+        refresh_on_startup(config),
+        restore_hook(deployment, cache_path),
+        kubernetes_cache_outside_backups(deployment, volume, pvc,
+                                         (facts.get('velero_config_maps') or []) + config_maps, modes),
+        kubernetes_alert_rules(facts.get('rules')),
+        probe_session(_need(facts, 'probe', dict)),
+    ]
+
+
 def verdict(facts, fail_below=0) -> dict:
     """Every item, the score (percent of judged items that pass; advice is not judged) and the verdict."""
     try:
@@ -144,18 +250,13 @@ def verdict(facts, fail_below=0) -> dict:
         raise AuditError('fail_below must be a percentage from 0 to 100, got %r' % (fail_below,)) from exc
     if not 0 <= fail_below <= 100:
         raise AuditError('fail_below must be a percentage from 0 to 100, got %d' % fail_below)
-    cache = _need(facts, 'cache', dict)
-    items = [
-        cache_external(cache, _need(facts, 'store', dict)),
-        refresh_on_startup(_need(facts, 'config', dict)),
-        cache_outside_snapshots(cache, _need(facts, 'snapshot', dict)),
-        alert_rules(_need(facts, 'rules', list)),
-        probe_session(_need(facts, 'probe', dict)),
-    ]
-    judged = [item for item in items if item['status'] != ADVICE]
+    on_kubernetes = isinstance(facts, dict) and facts.get('platform') == 'kubernetes'
+    items = kubernetes_items(facts) if on_kubernetes else host_items(facts)
+    judged = [item for item in items if item['status'] not in (ADVICE, SKIP)]
     passed = [item for item in judged if item['status'] == PASS]
     score = round(100 * len(passed) / len(judged)) if judged else 100
     failed = [item['name'] for item in judged if item['status'] == FAIL]
     return {'items': items, 'failed': failed, 'advice': [item['name'] for item in items if item['status'] == ADVICE],
+            'skipped': [item['name'] for item in items if item['status'] == SKIP],
             'score': score, 'fail_below': fail_below, 'below_threshold': score < fail_below,
             'verdict': 'ready' if not failed else 'not ready'}

@@ -13,12 +13,12 @@ from ansible_collections.inferops.vllm_dr.plugins.filter import (
     detection_metrics, detection_verdict, dr_audit, log_evidence, recovery_verdict, rollback_plan, rollout_api_error,
     rollout_complete, rollout_new_hash, rollout_old_pods, rollout_pods, rollout_preconditions, rollout_purge_failures,
     rollout_status, rollout_unfinished, rollout_wait_outcome, store_sweeper, validation_metrics, validation_verdict,
-    yaml_set)
+    velero_exclusion, yaml_set)
 
 MODULES = (detection_metrics, detection_verdict, dr_audit, log_evidence, recovery_verdict, rollback_plan,
            rollout_api_error, rollout_complete, rollout_new_hash, rollout_old_pods, rollout_pods, rollout_preconditions,
            rollout_purge_failures, rollout_status, rollout_unfinished, rollout_wait_outcome, store_sweeper,
-           validation_metrics, validation_verdict, yaml_set)
+           validation_metrics, validation_verdict, velero_exclusion, yaml_set)
 FILTERS = sorted(name for module in MODULES for name in module.FilterModule().filters())
 
 

@@ -1,0 +1,301 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Keeping the token cache out of Velero backups (P3): which volume holds it, the pod-template annotation for
+file-system backups, the resource policy for snapshot backups, and whether an existing policy already skips it.
+
+Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+EXCLUDES = 'backup.velero.io/backup-volumes-excludes'
+# The volumes this collection added to EXCLUDES, so that removing the exclusion takes out only those and never an
+# entry the operator listed.
+OURS = 'vllm-dr.inferops.io/backup-volumes-excludes'
+# The label that marks the cache's PVC, which the resource policy's pvcLabels condition matches.
+CACHE_LABEL = 'vllm-dr.inferops.io/token-cache'
+MANAGED_BY = {'app.kubernetes.io/managed-by': 'inferops.vllm_dr'}
+POLICY_KEY = 'policy.yaml'
+RESTORE_HOOKS = ('init.hook.restore.velero.io/', 'post.hook.restore.velero.io/')
+# The init container the purge role adds (vllm_dr_k8s_purge_method=init_container).
+PURGE_CONTAINER = 'purge-token-cache'
+# Pod volume types a PersistentVolume backs: volume snapshots take them; the others are never snapshotted.
+CLAIMED = ('persistentVolumeClaim', 'ephemeral')
+
+
+class VeleroError(ValueError):
+    """The workload or an option is not what the exclusion needs."""
+
+
+def skip_rule() -> dict:
+    """The resource-policy rule that skips the cache's PVC, matched by the label this collection puts on it."""
+    return {'conditions': {'pvcLabels': {CACHE_LABEL: 'true'}}, 'action': {'type': 'skip'}}
+
+
+def _has_labels(labels, wanted) -> bool:
+    labels = labels or {}
+    return all(labels.get(key) == value for key, value in (wanted or {}).items())
+
+
+def _under(path: str, prefix: str) -> bool:
+    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
+    return prefix == '/' or path == prefix or path.startswith(prefix + '/')
+
+
+def _template(deployment) -> dict:
+    if not isinstance(deployment, dict) or not isinstance(deployment.get('spec'), dict):
+        raise VeleroError('no Deployment was read; check vllm_dr_k8s_namespace and vllm_dr_k8s_deployment')
+    return deployment['spec'].get('template') or {}
+
+
+def template_annotations(deployment) -> dict:
+    return dict((_template(deployment).get('metadata') or {}).get('annotations') or {})
+
+
+def deployment_for(deployments, selector: str, name: str = '') -> dict:
+    """The Deployment named, or else the one whose pods the selector (k=v,k2=v2) selects; VeleroError when none or
+    several do."""
+    deployments = [deployments] if isinstance(deployments, dict) else list(deployments or [])
+    if name:
+        found = [item for item in deployments if (item.get('metadata') or {}).get('name') == name]
+        if not found:
+            raise VeleroError('Deployment %s not found; check vllm_dr_k8s_namespace and vllm_dr_k8s_deployment' % name)
+        return found[0]
+    wanted = dict(part.strip().split('=', 1) for part in selector.split(',') if '=' in part)
+    if not wanted or '!' in selector or ' in ' in selector:
+        raise VeleroError('vllm_dr_k8s_selector %r is not of the form key=value[,key=value]; set it, or name the '
+                          'Deployment with vllm_dr_k8s_deployment' % selector)
+    found = [item for item in deployments
+             if _has_labels((_template(item).get('metadata') or {}).get('labels'), wanted)]
+    if len(found) != 1:
+        raise VeleroError('%d Deployments run pods that match %s (%s); name the one with vllm_dr_k8s_deployment'
+                          % (len(found), selector, ', '.join(item['metadata']['name'] for item in found) or 'none'))
+    return found[0]
+
+
+def cache_volume(deployment, container: str, cache_path: str):
+    """The pod volume that holds cache_path in the container: name, type, mount path and claim; None when the cache
+    is on the container's own file system."""
+    spec = _template(deployment).get('spec') or {}
+    containers = [item for item in spec.get('containers') or [] if item.get('name') == container]
+    if not containers:
+        raise VeleroError('Deployment %s has no container %s; set vllm_dr_k8s_container'
+                          % (deployment['metadata']['name'], container))
+    mounts = [mount for mount in containers[0].get('volumeMounts') or [] if _under(cache_path, mount['mountPath'])]
+    if not mounts:
+        return None
+    mount = max(mounts, key=lambda item: len(posixpath.normpath(item['mountPath'])))
+    volume = next((item for item in spec.get('volumes') or [] if item.get('name') == mount['name']), {})
+    kind = next((key for key in volume if key != 'name'), 'unknown')
+    claim = (volume.get('persistentVolumeClaim') or {}).get('claimName')
+    return {'name': mount['name'], 'type': kind, 'mount_path': mount['mountPath'], 'claim': claim}
+
+
+def excludes(value) -> list:
+    return [part.strip() for part in (value or '').split(',') if part.strip()]
+
+
+def annotation_patch(annotations: dict, volume: str, present: bool) -> dict:
+    """The change to the pod template's annotations that lists (or unlists) the cache's volume in EXCLUDES.
+
+    The operator's entries stay, in their order; a volume the operator listed is left alone both ways. Returns
+    patch (annotation -> value, None deletes), before and after (EXCLUDES), changed.
+    """
+    listed = excludes(annotations.get(EXCLUDES))
+    ours = excludes(annotations.get(OURS))
+    if present:
+        add = [] if volume in listed else [volume]
+        new_listed, new_ours = listed + add, ours + [name for name in add if name not in ours]
+    else:
+        new_listed = [name for name in listed if name not in ours]
+        new_ours = []
+    patch = {}
+    for key, old, new in ((EXCLUDES, listed, new_listed), (OURS, ours, new_ours)):
+        if old != new or (key in annotations and not new):
+            patch[key] = ','.join(new) if new else None
+    return {'patch': patch, 'before': ','.join(listed) or None, 'after': ','.join(new_listed) or None,
+            'changed': bool(patch)}
+
+
+def _policy_key(config_map) -> str:
+    data = (config_map or {}).get('data') or {}
+    return next(iter(data)) if len(data) == 1 else POLICY_KEY
+
+
+def _yaml():
+    # Imported here: only filters on the controller (which has PyYAML) call the functions that need it.
+    import yaml  # pylint: disable=import-outside-toplevel
+    return yaml
+
+
+def policy_document(config_map):
+    """The resource policy a ConfigMap carries (its one data key), or None when it carries none."""
+    data = (config_map or {}).get('data') or {}
+    if len(data) != 1:
+        return None
+    yaml = _yaml()
+    try:
+        document = yaml.safe_load(next(iter(data.values())))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get('volumePolicies', []), list):
+        return None
+    return document if 'version' in document and ('volumePolicies' in document or 'includeExcludePolicy' in document) \
+        else None
+
+
+def policy_plan(config_map, name: str, namespace: str, present: bool) -> dict:
+    """What to do to the resource-policy ConfigMap: the skip rule first (Velero applies the first rule a volume
+    matches), the operator's rules after it untouched; removing takes out only the skip rule, and deletes the
+    ConfigMap only when this collection created it and nothing else is left in it.
+
+    Returns action (none, create, replace, delete), definition (for create and replace), before, after, changed.
+    """
+    rule = skip_rule()
+    exists = bool(config_map)
+    document = policy_document(config_map) if exists else {'version': 'v1', 'volumePolicies': []}
+    if document is None:
+        raise VeleroError('ConfigMap %s/%s exists but holds no Velero resource policy (one data key with version: v1); '
+                          'set vllm_dr_k8s_velero_policy to a ConfigMap of its own' % (namespace, name))
+    rules = list(document.get('volumePolicies') or [])
+    others = [item for item in rules if item != rule]
+    new_rules = [rule] + others if present else others
+    before = [describe_rule(item) for item in rules]
+    after = [describe_rule(item) for item in new_rules]
+    if new_rules == rules and exists:
+        return {'action': 'none', 'definition': None, 'before': before, 'after': after, 'changed': False}
+    if not present:
+        if not exists:
+            return {'action': 'none', 'definition': None, 'before': before, 'after': after, 'changed': False}
+        labels = (config_map.get('metadata') or {}).get('labels') or {}
+        rest = dict(document, volumePolicies=new_rules)
+        if not new_rules:
+            rest.pop('volumePolicies')
+        if _has_labels(labels, MANAGED_BY) and set(rest) == {'version'}:
+            return {'action': 'delete', 'definition': None, 'before': before, 'after': [], 'changed': True}
+        document = rest
+    else:
+        document = dict(document, volumePolicies=new_rules)
+    metadata = {'name': name, 'namespace': namespace}
+    metadata['labels'] = dict((config_map.get('metadata') or {}).get('labels') or {}) if exists else dict(MANAGED_BY)
+    definition = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': metadata,
+                  'data': {_policy_key(config_map): _yaml().safe_dump(document, sort_keys=False)}}
+    return {'action': 'replace' if exists else 'create', 'definition': definition, 'before': before, 'after': after,
+            'changed': True}
+
+
+def describe_rule(rule) -> str:
+    if not isinstance(rule, dict):
+        return repr(rule)
+    conditions = ', '.join('%s=%s' % (key, value) for key, value in sorted((rule.get('conditions') or {}).items()))
+    return '%s if %s' % ((rule.get('action') or {}).get('type'), conditions or 'always')
+
+
+def label_patch(pvc, present: bool) -> dict:
+    labels = ((pvc or {}).get('metadata') or {}).get('labels') or {}
+    if present and labels.get(CACHE_LABEL) != 'true':
+        return {'patch': {CACHE_LABEL: 'true'}, 'changed': True}
+    if not present and CACHE_LABEL in labels:
+        return {'patch': {CACHE_LABEL: None}, 'changed': True}
+    return {'patch': {}, 'changed': False}
+
+
+def named(objects, name):
+    """The object of that name in a list the API server returned, or None."""
+    return next((item for item in objects or [] if (item.get('metadata') or {}).get('name') == name), None)
+
+
+def exclusion_plan(deployments, pvcs=(), config_maps=(), container='vllm', cache_path='', present=True,
+                   exclusions=('annotation', 'resource_policy'), policy_name='vllm-dr-token-cache',
+                   velero_namespace='velero', selector='app=vllm', name='') -> dict:
+    """Every change that keeps the cache's volume out of (or lets it back into) Velero backups, decided before any
+    is made; VeleroError names what stops it. deployments, pvcs: those of the workload's namespace; config_maps:
+    those of Velero's namespace."""
+    deployment = deployment_for(deployments, selector, name)
+    config_map = named(config_maps, policy_name)
+    unknown = [name for name in exclusions if name not in ('annotation', 'resource_policy')]
+    if unknown or not exclusions:
+        raise VeleroError('vllm_dr_harden_exclusions %s: choose annotation, resource_policy or both' % list(exclusions))
+    volume = cache_volume(deployment, container, cache_path)
+    where = 'Deployment %s' % deployment['metadata']['name']
+    if volume is None:
+        raise VeleroError('container %s of %s mounts no volume that holds %s, so no backup includes it and there is '
+                          'nothing to exclude; check vllm_dr_cache_path and vllm_dr_k8s_container'
+                          % (container, where, cache_path))
+    if volume['type'] == 'hostPath':
+        raise VeleroError('the token cache %s is on hostPath volume %s of %s: Velero never backs up hostPath volumes, '
+                          'but snapshots of the node\'s disk do; move the cache to an emptyDir or a PVC of its own'
+                          % (cache_path, volume['name'], where))
+    plan = {'deployment': deployment['metadata']['name'], 'volume': volume, 'annotation': None, 'label': None,
+            'policy': None, 'notes': [], 'diff': []}
+    if 'annotation' in exclusions:
+        plan['annotation'] = annotation_patch(template_annotations(deployment), volume['name'], present)
+        if plan['annotation']['changed']:
+            plan['diff'].append('%s pod template, %s: %s -> %s (the pod template changed: this starts a rollout)'
+                                % (where, EXCLUDES, plan['annotation']['before'], plan['annotation']['after']))
+    if 'resource_policy' in exclusions:
+        pvc = named(pvcs, volume['claim']) if volume['claim'] else None
+        if volume['type'] not in CLAIMED or (volume['type'] == 'persistentVolumeClaim' and not pvc):
+            plan['notes'].append('volume %s is %s, which volume snapshots never take: no resource policy needed'
+                                 % (volume['name'], volume['type']) if volume['type'] not in CLAIMED else
+                                 'PersistentVolumeClaim %s was not found: no resource policy applied' % volume['claim'])
+        elif volume['type'] == 'ephemeral':
+            plan['notes'].append('volume %s is a generic ephemeral volume, whose PVC gets no label from here: label its '
+                                 'volumeClaimTemplate with %s=true for the resource policy' % (volume['name'], CACHE_LABEL))
+        else:
+            plan['label'] = label_patch(pvc, present)
+            plan['policy'] = policy_plan(config_map, policy_name, velero_namespace, present)
+            if plan['label']['changed']:
+                plan['diff'].append('PersistentVolumeClaim %s, label %s: %s' % (
+                    volume['claim'], CACHE_LABEL, 'added' if present else 'removed'))
+            if plan['policy']['changed']:
+                plan['diff'].append('ConfigMap %s/%s volumePolicies: %s -> %s' % (
+                    velero_namespace, policy_name, plan['policy']['before'] or '[]', plan['policy']['after'] or
+                    ('deleted' if plan['policy']['action'] == 'delete' else '[]')))
+    plan['changed'] = bool(plan['diff'])
+    return plan
+
+
+def _conditions_match(conditions: dict, pvc: dict):
+    """True, False, or None when a condition needs what the audit does not read (the PV: capacity, csi, nfs...)."""
+    labels = (pvc.get('metadata') or {}).get('labels') or {}
+    spec, status = pvc.get('spec') or {}, pvc.get('status') or {}
+    known = {
+        'pvcLabels': lambda want: _has_labels(labels, want),
+        'storageClass': lambda want: spec.get('storageClassName') in (want or []),
+        'pvcPhase': lambda want: status.get('phase') in (want or []),
+    }
+    results = [known[key](value) if key in known else None for key, value in (conditions or {}).items()]
+    if False in results:
+        return False
+    return None if None in results else True
+
+
+def policy_skips(config_maps, pvc) -> list:
+    """The names of the resource-policy ConfigMaps under which the first rule the PVC matches is skip."""
+    found = []
+    for config_map in config_maps or []:
+        document = policy_document(config_map)
+        for rule in (document or {}).get('volumePolicies') or []:
+            matched = _conditions_match(rule.get('conditions') or {}, pvc) if isinstance(rule, dict) else False
+            if matched:
+                if (rule.get('action') or {}).get('type') == 'skip':
+                    meta = config_map.get('metadata') or {}
+                    found.append('%s/%s' % (meta.get('namespace'), meta.get('name')))
+                break
+    return found
+
+
+def restore_purge(deployment, cache_path: str) -> list:
+    """What purges the cache when a restored pod starts: Velero restore-hook annotations, or an init container that
+    is the purge role's or names the cache file."""
+    found = ['annotation %s' % key for key in sorted(template_annotations(deployment)) if key.startswith(RESTORE_HOOKS)]
+    for init in (_template(deployment).get('spec') or {}).get('initContainers') or []:
+        words = ' '.join(str(part) for part in (init.get('command') or []) + (init.get('args') or []))
+        if init.get('name') == PURGE_CONTAINER or posixpath.basename(cache_path) in words:
+            found.append('init container %s' % init.get('name'))
+    return found
