@@ -9,8 +9,8 @@ name: fleet_report
 short_description: Every target of a runbook run with its verdict, for the one fleet report
 version_added: 0.2.0
 description:
-  - The aggregate of a run over many targets (hosts, Kubernetes namespaces or clusters): one line per target that the
-    runbook's play started on, with its status, the reason and where its own report is, and the fleet's verdict.
+  - The aggregate of a run over many targets (hosts, Kubernetes namespaces or clusters) - one line per target that
+    the runbook's play started on, with its status, the reason and where its own report is, and the fleet's verdict.
   - A target is V(passed) when its validation passed, V(failed) when a check failed, a step failed before validation
     (the rescued run recorded it) or it left no verdict at all (it became unreachable or the run was interrupted),
     V(not judged) in check mode, and V(not validated) when the run's tags left the validation out.
@@ -106,7 +106,8 @@ def _left_behind(host, facts) -> dict:
             'report': facts.get('_vllm_dr_report_file'), 'platform': facts.get('vllm_dr_platform')}
 
 
-def fleet_report(hosts, hostvars, generated_at=None, validated=True, format='data'):  # pylint: disable=redefined-builtin
+def fleet_report(hosts, hostvars, generated_at=None, validated=True,
+                 format='data'):  # pylint: disable=redefined-builtin
     if format not in _FORMATS:
         raise AnsibleFilterError(f"fleet_report: format {format!r} is none of {', '.join(_FORMATS)}; choose one")
     if isinstance(hosts, Mapping):  # a report made before, rendered in another format

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.filter import (
-    detection_metrics, detection_verdict, dr_audit, log_evidence, recovery_verdict, rollback_plan, rollout_api_error,
-    rollout_complete, rollout_new_hash, rollout_old_pods, rollout_pods, rollout_preconditions, rollout_purge_failures,
-    rollout_status, rollout_unfinished, rollout_wait_outcome, store_sweeper, validation_metrics, validation_verdict,
-    yaml_set)
+    detection_metrics, detection_verdict, dr_audit, fleet_report, log_evidence, recovery_verdict, rollback_plan,
+    rollout_api_error, rollout_complete, rollout_new_hash, rollout_old_pods, rollout_pods, rollout_preconditions,
+    rollout_purge_failures, rollout_status, rollout_unfinished, rollout_wait_outcome, store_sweeper, validation_metrics,
+    validation_verdict, yaml_set)
 
-MODULES = (detection_metrics, detection_verdict, dr_audit, log_evidence, recovery_verdict, rollback_plan,
+MODULES = (detection_metrics, detection_verdict, dr_audit, fleet_report, log_evidence, recovery_verdict, rollback_plan,
            rollout_api_error, rollout_complete, rollout_new_hash, rollout_old_pods, rollout_pods, rollout_preconditions,
            rollout_purge_failures, rollout_status, rollout_unfinished, rollout_wait_outcome, store_sweeper,
            validation_metrics, validation_verdict, yaml_set)
