@@ -8,8 +8,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.fleet_report import fleet_report as fleet_filter
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._fleet_report import (fleet_junit, fleet_markdown,
-                                                                                      fleet_report)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._fleet_report import (
+    fleet_junit, fleet_markdown, fleet_report)
 
 NOW = '2026-12-03T12:00:00Z'
 
