@@ -16,7 +16,7 @@ description:
   - Its companions are P(inferops.vllm_dr.rollout_pods#filter) and P(inferops.vllm_dr.rollout_preconditions#filter).
 options:
   _input:
-    description: The purge loop's results; each item is C(<namespace>/<pod>).
+    description: The purge loop's results; each item is the pod's inventory host, C(<target>/<namespace>/<pod>).
     type: list
     elements: dict
     required: true

@@ -154,7 +154,7 @@ def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, 
 def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str) -> list:
     """Why the purge inside the pods did not reach every pod, one line per pod, then what was done: [] when it did.
 
-    `results` are the purge loop's results (item `<namespace>/<pod>`), `pods` the pods of the namespace read after the
+    `results` are the purge loop's results (item `<target>/<namespace>/<pod>`, the pod's inventory host), `pods` the pods of the namespace read after the
     loop. A pod no longer running (deleted, being deleted or replaced while the loop ran) is named as such; any other
     failure keeps the module's own message.
     """
@@ -166,7 +166,7 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
     running = {_meta(pod).get('name') for pod in running_pods(pods)}
     lines = []
     for result in failed:
-        pod = str(result.get('item', '')).split('/', 1)[-1]
+        pod = str(result.get('item', '')).rsplit('/', 1)[-1]
         if pod not in running:
             lines.append(f'pod {pod} of Deployment {deployment} in namespace {namespace} went away during the purge '
                          '(deleted or replaced), so its cache was not purged')

@@ -101,3 +101,10 @@ def workload(kwok, tmp_path):
 def healthy_workload(kwok, tmp_path):
     """Before the incident: the Deployment rolled out with 2 pods, every session current (for the drill)."""
     yield from _workload(kwok, tmp_path, incident=False)
+
+
+@pytest.fixture
+def other_workload(kwok, tmp_path):
+    """A second workload after the incident, in a namespace and with a lab of its own (runs over several targets)."""
+    (tmp_path / 'other').mkdir()
+    yield from _workload(kwok, tmp_path / 'other', incident=True)
