@@ -8,11 +8,12 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_store import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire as _redis_wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import (
     _expiries_in_place, _expiries_one_by_one)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import Wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import Entry, backup_lines
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import backup_lines
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import (
     TimestampError, epoch_from_number, in_range, parse_expiries, parse_expiry, parse_timestamp)
 

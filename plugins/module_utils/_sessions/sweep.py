@@ -21,10 +21,10 @@ import operator
 import threading
 import time
 
-from ._files import BackupError
-from ._session_backup import BackupReader, BackupWriter, header, prepare_backup_path
-from ._session_errors import StoreError
-from ._timestamps import iso_utc, parse_expiries, parse_expiry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import BackupReader, BackupWriter, header, prepare_backup_path
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
 REFRESH_TOKEN_FIELD = b'refresh_token'

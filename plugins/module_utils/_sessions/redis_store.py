@@ -18,15 +18,16 @@ import collections
 import itertools
 import operator
 import re
-import ssl
 import threading
 import time
 import traceback
 
-from ._redis_wire import Wire, bulk, bulks, encode, encode_each
-from ._session_backup import Entry
-from ._session_errors import StoreError, exception_chain, server_words
-from ._session_store import parse_sentinel_hosts
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, bulk, bulks, encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
+    StoreError, classify_redis_error, describe_redis_error, exception_chain, redis_error_text,
+)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_sentinel_hosts
 
 REDIS_IMPORT_ERROR = None
 try:
@@ -199,114 +200,6 @@ def glob_matcher(pattern: str):
 
 RESTORABLE_KINDS = ('hash', 'string')
 
-
-def _error_text(exc: BaseException) -> str:
-    """The server's (or the client library's) words for ``exc``, without any echo of the command's arguments."""
-    return server_words(str(exc)) or type(exc).__name__
-
-
-# Redis 7.0 answers an ACL denial inside a script with a plain ERR and this sentence; later versions
-# and every other path say NOPERM (redis-py: NoPermissionError).
-_SCRIPT_ACL_DENIAL = "The user executing the script can't run this command"
-
-# The error codes Redis puts first in an error reply. redis-py turns the common ones into exception
-# classes (and drops the code from the text); replies read off the wire keep it.
-_CODES = {
-    'WRONGPASS': 'auth', 'NOAUTH': 'auth', 'NOPERM': 'noperm', 'READONLY': 'readonly', 'LOADING': 'loading',
-    'MASTERDOWN': 'loading', 'MOVED': 'resharding', 'ASK': 'resharding', 'TRYAGAIN': 'resharding',
-    'CLUSTERDOWN': 'resharding', 'OOM': 'oom',
-}
-
-# TLS alerts (OpenSSL reason codes) that mean the other side does not speak TLS at all
-_NOT_TLS = ('WRONG_VERSION_NUMBER', 'HTTP_REQUEST', 'UNKNOWN_PROTOCOL', 'PACKET_LENGTH_TOO_LONG', 'RECORD_LAYER_FAILURE')
-
-
-def _server_code(exc: BaseException):
-    """The error code of a reply read straight off the wire (``NOPERM`` of ``NOPERM this user ...``), or None."""
-    if not isinstance(exc, redis.ResponseError):
-        return None
-    word = _error_text(exc).split(' ', 1)[0]
-    return word if word.isalpha() and word.isupper() else None
-
-
-def classify_error(exc: BaseException) -> str:
-    """What went wrong, from the exception's class, the exception it came from, and the server's error code.
-
-    One of: auth, noperm, tls_verify, tls_handshake, tls_plain, readonly, loading, resharding, oom,
-    no_primary, not_cluster, timeout, unreachable, refused (any other error reply), failed.
-    """
-    for link in exception_chain(exc):
-        if isinstance(link, ssl.SSLCertVerificationError):
-            return 'tls_verify'
-        if isinstance(link, ssl.SSLError):
-            return 'tls_plain' if getattr(link, 'reason', None) in _NOT_TLS else 'tls_handshake'
-    if isinstance(exc, (redis.AuthenticationError, getattr(redis.exceptions, 'AuthorizationError', redis.AuthenticationError))):
-        return 'auth'
-    if isinstance(exc, redis.exceptions.NoPermissionError):
-        return 'noperm'
-    if isinstance(exc, redis.exceptions.ReadOnlyError):
-        return 'readonly'
-    if isinstance(exc, redis.exceptions.BusyLoadingError):
-        return 'loading'
-    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)):
-        return 'resharding'
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return 'oom'
-    if isinstance(exc, redis.sentinel.MasterNotFoundError):
-        return 'no_primary'
-    code = _server_code(exc)
-    if code in _CODES:
-        return _CODES[code]
-    if isinstance(exc, redis.TimeoutError):
-        return 'timeout'
-    if isinstance(exc, redis.ConnectionError):
-        return 'unreachable'
-    if isinstance(exc, redis.ResponseError):
-        return 'noperm' if _SCRIPT_ACL_DENIAL in str(exc) else 'refused'
-    if isinstance(exc, redis.exceptions.RedisClusterException):
-        return 'not_cluster'
-    return 'failed'
-
-
-# What a message names, by the kind of server reached: (noun, address options, credential options)
-_ROLES = {
-    'redis': ('Redis', 'login_host/login_port', 'login_user and login_password'),
-    'sentinel': ('Sentinel', 'sentinel_hosts', "sentinel_password (the Sentinels' own password, not the primary's)"),
-}
-
-SWEEPER_GRANTS = ('+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
-                  '+set +pexpireat +time')
-
-
-def _describe_error(exc: BaseException, location: str, role: str = 'redis') -> str:
-    """One line for a failure talking to ``location``: what happened and which option fixes it."""
-    noun, address, credentials = _ROLES[role]
-    text = _error_text(exc)
-    kind = classify_error(exc)
-    at = f'{noun} at {location}'
-    messages = {
-        'auth': f'{at} rejected the credentials ({text}); check {credentials}',
-        'noperm': (f'{at} denied a command to this user ({text}); grant the ACL user {SWEEPER_GRANTS} on the session keys'
-                   if role == 'redis' else f'{at} denied a command to this user ({text}); allow it +sentinel|masters'),
-        'tls_verify': f'TLS with {at} failed: the server certificate is not trusted ({text}); '
-                      'check tls, ca_certs, validate_certs (ca_certs must hold the CA that signed it)',
-        'tls_handshake': f'TLS with {at} failed: the server ended the handshake ({text}); it requires a client '
-                         'certificate it trusts: set client_cert_file and client_key_file',
-        'tls_plain': f'TLS with {at} failed: the server does not speak TLS on that port ({text}); '
-                     f'set tls=false or give its TLS port in {address}',
-        'readonly': f'{at} is a read-only replica ({text}); give the primary in {address}, or use backend=redis_sentinel',
-        'loading': f'{at} is not ready ({text}); re-run when it has loaded its data or found its primary',
-        'resharding': f'{at} answered that its slots moved ({text}); re-run when the reshard or failover is done',
-        'oom': f'{at} is out of memory ({text}); free memory on the server, then re-run',
-        'no_primary': f'the Sentinels name no primary at the moment ({type(exc).__name__}); '
-                      'a failover may be in progress: re-run when it is done',
-        'not_cluster': f'{at} is not a usable Redis Cluster ({text}); check backend and {address}',
-        'timeout': f'{at} did not answer in time ({text}); check {address} and that the server is up, or raise timeout',
-        'unreachable': f'cannot reach {at} ({text}); check {address}, tls and that the server is up',
-        'refused': f'{at} refused a command ({text}); check that it allows the commands the module needs '
-                   '(rename-command, ACL)',
-    }
-    return messages.get(kind, f'{at} failed: {text}')
 
 
 class _Script:
@@ -602,7 +495,7 @@ class RedisPartition:
         try:
             return action()
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
 
     def _wire(self) -> Wire:
         wire = self._guarded(lambda: Wire(self.client))
@@ -1043,9 +936,9 @@ def _sentinel_views(sentinel, name: str) -> dict:
         try:
             state = client.sentinel_masters().get(name)
         except redis.RedisError as exc:
-            if classify_error(exc) not in ('unreachable', 'timeout'):
-                raise StoreError(_describe_error(exc, address, role='sentinel')) from None
-            views[address] = _error_text(exc)
+            if classify_redis_error(exc) not in ('unreachable', 'timeout'):
+                raise StoreError(describe_redis_error(exc, address, role='sentinel')) from None
+            views[address] = redis_error_text(exc)
             continue
         if not state:
             views[address] = 'unknown'
@@ -1079,9 +972,9 @@ def _serves_as_primary(master, kwargs: dict):
     try:
         role = _text(client.role()[0])
     except redis.RedisError as exc:
-        if classify_error(exc) not in ('unreachable', 'timeout', 'loading'):
-            raise StoreError(_describe_error(exc, location)) from None
-        return _describe_error(exc, location)
+        if classify_redis_error(exc) not in ('unreachable', 'timeout', 'loading'):
+            raise StoreError(describe_redis_error(exc, location)) from None
+        return describe_redis_error(exc, location)
     finally:
         client.close()
     if role == 'master':
@@ -1097,8 +990,8 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     whether cluster mode is on at all (a standalone server given as a cluster node).
     """
     cause = next((link for link in exception_chain(exc) if isinstance(link, redis.RedisError)), exc)
-    if classify_error(cause) not in ('refused', 'not_cluster'):
-        return _describe_error(cause, location)
+    if classify_redis_error(cause) not in ('refused', 'not_cluster'):
+        return describe_redis_error(cause, location)
     client = redis.Redis(host=params['login_host'], port=params['login_port'], **kwargs)
     try:
         enabled = client.info('cluster').get('cluster_enabled')
@@ -1109,7 +1002,7 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     if enabled == 0:
         return (f'Redis at {location} is not a cluster node (cluster_enabled:0); use backend=redis for a standalone '
                 'server (backend=redis_sentinel behind Sentinels), or give a cluster node in login_host/login_port')
-    return _describe_error(cause, location)
+    return describe_redis_error(cause, location)
 
 
 def _address(address) -> str:
@@ -1210,7 +1103,7 @@ class _PrimaryWatch:
                     pipe.exists(key)
                 found.update(key for key, exists in zip(chunk, pipe.execute()) if exists)
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, _address(address))) from None
+            raise StoreError(describe_redis_error(exc, _address(address))) from None
         finally:
             client.close()
         return found
@@ -1252,7 +1145,7 @@ class _PrimaryWatch:
             outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_flat(fields.items())))
             acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, _address(primary))) from None
+            raise StoreError(describe_redis_error(exc, _address(primary))) from None
         finally:
             client.close()
         answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
@@ -1266,7 +1159,7 @@ class _PrimaryWatch:
             held = reader.hget(key, b'refresh_token')
         except redis.RedisError as exc:
             raise StoreError(f'the new refresh token was written to {_address(primary)}, but the primary the Sentinels '
-                             f'name now, {_address(now)}, could not confirm it ({_error_text(exc)})') from None
+                             f'name now, {_address(now)}, could not confirm it ({redis_error_text(exc)})') from None
         finally:
             reader.close()
         if held != new_token:
@@ -1406,9 +1299,9 @@ class RedisStore:
         try:
             fields = self._key_client().hgetall(key)
         except redis.ResponseError as exc:
-            raise StoreError(f'session {session_id} is not a hash ({_error_text(exc)}); check session_id and key_pattern') from None
+            raise StoreError(f'session {session_id} is not a hash ({redis_error_text(exc)}); check session_id and key_pattern') from None
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
         return fields or None
 
     def swap_tokens(self, session_id: str, expected_refresh: bytes, fields: dict) -> str:
@@ -1424,7 +1317,7 @@ class RedisStore:
         try:
             outcome = self._key_client().eval(SWAP_SCRIPT, 1, key, expected_refresh, fields[b'refresh_token'], *flat)
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
         return {1: 'written', 2: 'already'}.get(int(outcome), 'conflict')
 
     def close(self) -> None:
