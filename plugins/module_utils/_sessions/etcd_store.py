@@ -216,7 +216,8 @@ class EtcdStore:
         return [0 if int(self._call('/kv/range', {'key': _b64(entry.key), 'count_only': True}).get('count', 0)) else 1
                 for entry in entries]
 
-    def restore_partition_for(self, entries):
+    def group_by_partition(self, entries):
+        """(partition, entries) pairs: etcd is one partition, it takes them all."""
         return [(self, list(entries))]
 
     def _read_session(self, session_id: str):

@@ -141,7 +141,7 @@ return result
 """
 
 
-def _text(value) -> str:
+def _as_text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -227,7 +227,7 @@ class _Script:
 
     def load(self, wire) -> None:
         if self.sha is None:
-            self.sha = _raised(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
+            self.sha = _reply_or_raise(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
 
     def run(self, wire, groups, args_for, raising: bool = True) -> list:
         """The answers of one run per group; the groups the server could not run (it lost its scripts) run again.
@@ -236,11 +236,11 @@ class _Script:
         """
         self.send(wire, groups, args_for)
         replies = wire.receive(len(groups))
-        lost = _lost(replies)
+        lost = _noscript_positions(replies)
         if lost:
             for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for, raising)):
                 replies[index] = reply
-        return [_raised(reply) for reply in replies] if raising else replies
+        return [_reply_or_raise(reply) for reply in replies] if raising else replies
 
     def run_again(self, wire, groups, args_for, raising: bool = True) -> list:
         """Load the script again (the server answered NOSCRIPT: it never ran) and run it for ``groups``."""
@@ -248,14 +248,14 @@ class _Script:
         self.load(wire)
         self.send(wire, groups, args_for)
         replies = wire.receive(len(groups))
-        return [_raised(reply) for reply in replies] if raising else replies
+        return [_reply_or_raise(reply) for reply in replies] if raising else replies
 
 
 def _is_error(reply, code: str) -> bool:
     return isinstance(reply, Exception) and str(reply).startswith(code)
 
 
-def _lost(replies) -> list:
+def _noscript_positions(replies) -> list:
     """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
     return [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
 
@@ -367,7 +367,7 @@ class _Redirections:
         finally:
             wire.close()
         if preamble:
-            _raised(replies.pop(0))
+            _reply_or_raise(replies.pop(0))
         replies = replies[per_item - 1::per_item]
         return self.follow(client, items, replies, payload_of, split, preamble, asking, hops)
 
@@ -376,21 +376,23 @@ class _Redirections:
             client.close()
 
 
-def _single_entries(group) -> list:
+def _one_group_per_entry(group) -> list:
+    """Script groups of one entry each: a group a cluster node could not run whole (TRYAGAIN), split."""
     return [[entry] for entry in group]
 
 
-def _pairs(flat) -> dict:
+def _hash_of_flat_reply(flat) -> dict:
     """A hash from its flat HGETALL answer (name, value, name, value, ...)."""
     pairs = iter(flat)
     return dict(zip(pairs, pairs))
 
 
-def _flat(lists) -> list:
+def _concatenated(lists) -> list:
+    """The items of every list, in order, as one list."""
     return [item for part in lists for item in part]
 
 
-def _raised(reply):
+def _reply_or_raise(reply):
     """A reply, or its error raised (the caller's guard turns it into one line)."""
     if isinstance(reply, Exception):
         raise reply
@@ -521,7 +523,7 @@ class RedisPartition:
         if self.redirections is None:
             return groups, replies
         return self.redirections.follow(self.client, groups, replies, lambda group: script.payload([group], args_for),
-                                        split=_single_entries, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
+                                        split=_one_group_per_entry, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
 
     # ---- sweep ----------------------------------------------------------------------------------
 
@@ -566,7 +568,7 @@ class RedisPartition:
         size = job.options.batch_size
         delete_args = _delete_args(job.options.guard_fields)
         recent = _RecentKeys()
-        reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size, recent)
+        reading = self._send_reads(reader, *_reply_or_raise(reader.call([self._scan_command(b'0', size)])[0]), size, recent)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
         in_flight = collections.deque()  # slot groups of the deletes whose answers are still to be read, oldest first
@@ -575,7 +577,7 @@ class RedisPartition:
                 keys, scanning = reading or ([], False)
                 replies = reader.receive(scanning + len(keys) + len(timed))
                 if scanning:
-                    cursor, next_keys = _raised(replies[0])
+                    cursor, next_keys = _reply_or_raise(replies[0])
                     reading = self._send_reads(reader, cursor, next_keys, size, recent)
                 else:
                     reading = None
@@ -635,7 +637,7 @@ class RedisPartition:
             hash_keys, flats, raws, other_keys, other_replies = _expiries_one_by_one(keys, replies, name)
         else:  # the usual batch: every answer a hash, the expiry where it is in the first
             hash_keys, flats, other_keys, other_replies = keys, replies, (), ()
-        victims = [Entry(hash_keys[at], 'hash', _pairs(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
+        victims = [Entry(hash_keys[at], 'hash', _hash_of_flat_reply(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
         if other_keys:
             other_replies = self._followed(b'HGETALL', other_keys, other_replies)
             victims.extend(job.judge(self._entries(self.client, other_keys, other_replies, read_strings)))
@@ -650,14 +652,14 @@ class RedisPartition:
             # an empty answer: the key went away since SCAN listed it
             if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # RESP2 (what the store asks for): a flat list
                 if reply:
-                    entries.append(Entry(key, 'hash', _pairs(reply)))
+                    entries.append(Entry(key, 'hash', _hash_of_flat_reply(reply)))
             elif isinstance(reply, dict):  # RESP3: a map
                 if reply:
                     entries.append(Entry(key, 'hash', reply))
             elif _is_error(reply, 'WRONGTYPE'):
                 other.append(key)
             else:
-                _raised(reply)
+                _reply_or_raise(reply)
         if other and read_strings:
             pipe = client.pipeline(transaction=False)
             for key in other:
@@ -666,7 +668,7 @@ class RedisPartition:
                 if _is_error(value, 'WRONGTYPE'):
                     entries.append(Entry(key, 'other'))
                 elif value is not None:
-                    entries.append(Entry(key, 'string', value=_raised(value)))
+                    entries.append(Entry(key, 'string', value=_reply_or_raise(value)))
         else:
             entries.extend(Entry(key, 'other') for key in other)
         return entries
@@ -694,7 +696,7 @@ class RedisPartition:
         """
         groups, replies, answers = self._receive_delete(wire, in_flight[0])
         in_flight.popleft()
-        if in_flight and _lost(replies):
+        if in_flight and _noscript_positions(replies):
             for later in list(in_flight):
                 later, more, more_answers = self._receive_delete(wire, later)
                 groups = groups + later
@@ -705,14 +707,14 @@ class RedisPartition:
             self._stop_unconfirmed(job, wire, in_flight, groups, replies)
         if self.redirections is not None:
             groups, replies = self._follow_deletes(job, groups, replies, args_for)
-        lost = _lost(replies)
+        lost = _noscript_positions(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
         refused = [index for index, reply in enumerate(replies)
                    if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT')]
         if refused:
             # a script that failed aborted before anything was unlinked: none of its group was deleted
-            job.abandon(_flat([groups[index] for index in refused + lost]))
+            job.abandon(_concatenated([groups[index] for index in refused + lost]))
             raise replies[refused[0]]
         if lost:
             lost = [groups[index] for index in lost]
@@ -734,7 +736,7 @@ class RedisPartition:
         except StoreError:
             ran = [index for index in staying if not isinstance(replies[index], Exception)]
             job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
-            job.abandon(_flat([groups[index] for index in staying if index not in set(ran)]))
+            job.abandon(_concatenated([groups[index] for index in staying if index not in set(ran)]))
             raise
         return [groups[index] for index in staying] + followed[0], [replies[index] for index in staying] + followed[1]
 
@@ -744,7 +746,7 @@ class RedisPartition:
         The deletes whose answers are lost are counted by what the primary the Sentinels
         name now no longer holds; when that is another server, that is what stopped the sweep.
         """
-        unknown = _flat(_flat(groups for groups, _checks in in_flight))
+        unknown = _concatenated(_concatenated(groups for groups, _checks in in_flight))
         in_flight.clear()
         try:
             new, lost = self.watch.settle_on_current(job, unknown, [True] * len(unknown))
@@ -770,7 +772,7 @@ class RedisPartition:
         """
         ran = [(group, reply) for group, reply in zip(groups, replies) if not isinstance(reply, Exception)]
         victims, outcome = self._deleted([group for group, _reply in ran], [reply for _group, reply in ran])
-        never = _flat([group for group, reply in zip(groups, replies) if isinstance(reply, Exception)])
+        never = _concatenated([group for group, reply in zip(groups, replies) if isinstance(reply, Exception)])
         unknown = []
         try:
             while in_flight:
@@ -784,7 +786,7 @@ class RedisPartition:
                         victims.extend(more_victims)
                         outcome.extend(more_outcome)
         except redis.RedisError:
-            unknown = _flat(_flat(groups for groups, _checks in in_flight))
+            unknown = _concatenated(_concatenated(groups for groups, _checks in in_flight))
             in_flight.clear()
         job.abandon(never)
         raise StoreError(self.watch.stopped(*self.watch.settle_on_current(job, victims + unknown,
@@ -799,7 +801,7 @@ class RedisPartition:
             for position in kept:
                 deleted[position - 1] = False
             outcome.extend(deleted)
-        return _flat(groups), outcome
+        return _concatenated(groups), outcome
 
     # ---- restore --------------------------------------------------------------------------------
 
@@ -808,7 +810,7 @@ class RedisPartition:
         def probe(wire):
             keys = [entry.key for entry in entries]
             replies = self._followed(b'EXISTS', keys, wire.call([(b'EXISTS', key) for key in keys]))
-            return [0 if _raised(exists) else 1 for exists in replies]
+            return [0 if _reply_or_raise(exists) else 1 for exists in replies]
         return self._with_wire(probe)
 
     def restore(self, entries):
@@ -820,7 +822,7 @@ class RedisPartition:
             self._restore.load(wire)
             groups = self._groups(entries)
             replies = self._restore.run(wire, groups, _restore_args, raising=False)
-            answers = _flat([_raised(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
+            answers = _concatenated([_reply_or_raise(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
             if self.watch is not None and 1 in answers:
                 self.watch.confirm_restore(wire)
             return answers
@@ -877,7 +879,7 @@ def _expiries_one_by_one(keys, replies, name: bytes):
                     raws.append(None)
                     continue
                 # names sit at even positions; an odd one is a value that equals the name
-                raws.append(reply[at + 1] if at % 2 == 0 else _pairs(reply).get(name))
+                raws.append(reply[at + 1] if at % 2 == 0 else _hash_of_flat_reply(reply).get(name))
         else:
             other_keys.append(key)
             other_replies.append(reply)
@@ -945,7 +947,7 @@ def _sentinel_views(sentinel, name: str) -> dict:
         elif not state.get('is_master') or state.get('is_sdown') or state.get('is_odown'):
             views[address] = 'down'
         else:
-            views[address] = (_text(state['ip']), int(state['port']))
+            views[address] = (_as_text(state['ip']), int(state['port']))
     return views
 
 
@@ -970,7 +972,7 @@ def _serves_as_primary(master, kwargs: dict):
     location = f'{master[0]}:{master[1]}'
     client = redis.Redis(host=master[0], port=master[1], **kwargs)
     try:
-        role = _text(client.role()[0])
+        role = _as_text(client.role()[0])
     except redis.RedisError as exc:
         if classify_redis_error(exc) not in ('unreachable', 'timeout', 'loading'):
             raise StoreError(describe_redis_error(exc, location)) from None
@@ -1005,7 +1007,7 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     return describe_redis_error(cause, location)
 
 
-def _address(address) -> str:
+def _host_port(address) -> str:
     return f'{address[0]}:{address[1]}'
 
 
@@ -1030,13 +1032,13 @@ class _PrimaryWatch:
 
     def check_connection(self, wire) -> None:
         """A new connection reached the primary the Sentinels named, and it still serves as one."""
-        role = _raised(wire.call([(b'ROLE',)])[0])
+        role = _reply_or_raise(wire.call([(b'ROLE',)])[0])
         if wire.peer != self.address:
-            raise StoreError(f'the primary of service {self.name} changed from {_address(self.address)} to '
-                             f'{_address(wire.peer)} while the module connected (a Sentinel failover); re-run')
-        if _text(role[0]) != 'master':
-            raise StoreError(f'{_address(self.address)}, the primary of service {self.name}, now serves as '
-                             f'{_text(role[0])} (a Sentinel failover); re-run when the failover is done')
+            raise StoreError(f'the primary of service {self.name} changed from {_host_port(self.address)} to '
+                             f'{_host_port(wire.peer)} while the module connected (a Sentinel failover); re-run')
+        if _as_text(role[0]) != 'master':
+            raise StoreError(f'{_host_port(self.address)}, the primary of service {self.name}, now serves as '
+                             f'{_as_text(role[0])} (a Sentinel failover); re-run when the failover is done')
         self.replicas = max(self.replicas, len(role[2]))
 
     @property
@@ -1056,7 +1058,7 @@ class _PrimaryWatch:
                 return False
             if isinstance(answer, int) and answer < self.replicas:
                 return False
-            if isinstance(answer, list) and _text(answer[0]) != 'master':
+            if isinstance(answer, list) and _as_text(answer[0]) != 'master':
                 return False
         return True
 
@@ -1069,9 +1071,9 @@ class _PrimaryWatch:
         answers = wire.call(self.checks())
         if self.confirmed(answers):
             return
-        old = _address(self.address)
-        if isinstance(answers[-1], list) and _text(answers[-1][0]) != 'master':
-            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_text(answers[-1][0])} '
+        old = _host_port(self.address)
+        if isinstance(answers[-1], list) and _as_text(answers[-1][0]) != 'master':
+            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_as_text(answers[-1][0])} '
                              '(a Sentinel failover) and may lose the sessions it restored; re-run the restore when the '
                              'failover is done (it never overwrites a session that exists again)')
         raise StoreError(f'the replicas of {old} did not confirm the restored sessions in time (WAIT {self.replicas}); '
@@ -1103,7 +1105,7 @@ class _PrimaryWatch:
                     pipe.exists(key)
                 found.update(key for key, exists in zip(chunk, pipe.execute()) if exists)
         except redis.RedisError as exc:
-            raise StoreError(describe_redis_error(exc, _address(address))) from None
+            raise StoreError(describe_redis_error(exc, _host_port(address))) from None
         finally:
             client.close()
         return found
@@ -1121,10 +1123,10 @@ class _PrimaryWatch:
 
     def stopped(self, new, lost: int) -> str:
         """Why the sweep stopped after settle_on_current answered (``new``, ``lost``)."""
-        old = _address(self.address)
+        old = _host_port(self.address)
         if new != self.address:
-            return (f'the primary of service {self.name} changed from {old} to {_address(new)} during the sweep '
-                    f'(a Sentinel failover); only the deletes {_address(new)} confirms are counted ({lost} taken by the '
+            return (f'the primary of service {self.name} changed from {old} to {_host_port(new)} during the sweep '
+                    f'(a Sentinel failover); only the deletes {_host_port(new)} confirms are counted ({lost} taken by the '
                     'old primary after it lost its role are lost, the sessions are still there and the backup says so); '
                     're-run to finish')
         return (f'the replicas of {old} did not confirm the deletes in time (WAIT {self.replicas}); {lost} deletes it '
@@ -1142,10 +1144,10 @@ class _PrimaryWatch:
         client = self.client(primary)
         try:
             replicas = len(client.role()[2])
-            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_flat(fields.items())))
+            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_concatenated(fields.items())))
             acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
-            raise StoreError(describe_redis_error(exc, _address(primary))) from None
+            raise StoreError(describe_redis_error(exc, _host_port(primary))) from None
         finally:
             client.close()
         answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
@@ -1158,13 +1160,13 @@ class _PrimaryWatch:
         try:
             held = reader.hget(key, b'refresh_token')
         except redis.RedisError as exc:
-            raise StoreError(f'the new refresh token was written to {_address(primary)}, but the primary the Sentinels '
-                             f'name now, {_address(now)}, could not confirm it ({redis_error_text(exc)})') from None
+            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, but the primary the Sentinels '
+                             f'name now, {_host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
         finally:
             reader.close()
         if held != new_token:
-            raise StoreError(f'the new refresh token was written to {_address(primary)}, which lost it: the primary the '
-                             f'Sentinels name now, {_address(now)}, does not hold it (a Sentinel failover)')
+            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, which lost it: the primary the '
+                             f'Sentinels name now, {_host_port(now)}, does not hold it (a Sentinel failover)')
         return answer
 
 
@@ -1269,8 +1271,8 @@ class RedisStore:
     def partitions(self):
         return list(self._partitions)
 
-    def restore_partition_for(self, entries):
-        """Group entries by the partition that owns their key."""
+    def group_by_partition(self, entries):
+        """(partition, entries) pairs: the entries grouped by the partition that owns their key."""
         if self._cluster_client is None:
             return [(self._partitions[0], list(entries))]
         owners = {(p.location): p for p in self._partitions}

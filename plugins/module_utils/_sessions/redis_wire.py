@@ -36,7 +36,7 @@ _READ_SIZE = 1 << 14
 _NO_REPLY = object()
 
 
-def _arg(value) -> bytes:
+def _as_bytes(value) -> bytes:
     if isinstance(value, bytes):
         return value
     return str(value).encode('utf-8')
@@ -44,7 +44,7 @@ def _arg(value) -> bytes:
 
 def bulk(value) -> bytes:
     """One argument in the Redis protocol (RESP): a bulk string."""
-    value = _arg(value)
+    value = _as_bytes(value)
     return b'$%d\r\n%s\r\n' % (len(value), value)
 
 
@@ -102,7 +102,7 @@ class Wire:
             self._reader, in_c = _new_reader()
             self._ready = self._ready_replies if in_c else self._ready_one_by_one
             self._buffer = bytearray(_READ_SIZE)
-        self.owed = 0
+        self.unread_replies = 0
         self._broken = False
 
     @property
@@ -119,11 +119,11 @@ class Wire:
         """Write ``count`` commands already in the protocol (see encode and encode_each)."""
         if count:
             self._connection.send_packed_command([payload], check_health=False)
-            self.owed += count
+            self.unread_replies += count
 
     def receive(self, count: int) -> list:
-        if count > self.owed:
-            raise ValueError(f'{count} replies asked for, {self.owed} owed')
+        if count > self.unread_replies:
+            raise ValueError(f'{count} replies asked for, {self.unread_replies} unread')
         if self._broken:
             # a read that failed may have consumed part of the replies: the rest cannot be matched to commands
             raise RedisConnectionError('the connection failed earlier')
@@ -132,7 +132,7 @@ class Wire:
         except Exception:
             self._broken = True
             raise
-        self.owed -= count
+        self.unread_replies -= count
         return replies
 
     def call(self, commands) -> list:
