@@ -23,11 +23,6 @@ try:
 except ImportError:
     pass  # the Redis store reports the missing library before any error can be classified
 
-try:
-    from etcd3gw import exceptions as etcd_exceptions
-except ImportError:
-    pass  # the etcd store reports the missing library before any error can be classified
-
 # Where a server or a client library starts repeating the request it refused. Redis answers an
 # unknown (or renamed) command with its first arguments, and redis-py puts the whole command in
 # front of a pipeline's error: with a script's arguments, that is a session's refresh token.
@@ -212,6 +207,9 @@ def classify_etcd_error(exc: BaseException):
     kind is one of the _GRPC_KINDS values, tls_verify, tls_handshake, timeout, unreachable,
     not_etcd (an HTTP answer that is not etcd's) or failed; text is short and echoes no request.
     """
+    # imported here: etcd3gw brings requests along, which a Redis sweep has no use for (memory, start-up time);
+    # the etcd store reports a missing library before any error can be classified
+    from etcd3gw import exceptions as etcd_exceptions  # pylint: disable=import-outside-toplevel
     for link in exception_chain(exc):
         if isinstance(link, ssl.SSLCertVerificationError):
             return 'tls_verify', server_words(link.verify_message or link.reason or 'certificate verify failed')
