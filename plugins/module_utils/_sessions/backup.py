@@ -95,7 +95,6 @@ def _line_template(kind: str, count: int, metadata: tuple) -> bytes:
     return b'{"key":"%%s","type":"%s","fields":{%s}%s}\n' % (kind.encode('ascii'), pairs, extra)
 
 
-
 class BackupWriter:
     """Appends one run to a backup file; every line is fsynced before the write that holds it reports done.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 
+
 class Entry:
     """One session as read from a store.
 

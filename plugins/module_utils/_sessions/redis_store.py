@@ -201,7 +201,6 @@ def glob_matcher(pattern: str):
 RESTORABLE_KINDS = ('hash', 'string')
 
 
-
 class _Script:
     """A server-side script run with EVALSHA, loaded again when the server lost it (restart, failover, flush).
 

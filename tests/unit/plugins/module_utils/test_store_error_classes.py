@@ -71,7 +71,7 @@ def test_redis_errors_are_classified_by_class_cause_and_code(exc, kind):
 
 def test_a_sentinel_refusing_the_login_names_sentinel_password():
     message = describe_redis_error(redis.AuthenticationError('invalid username-password pair'),
-                                           '10.0.0.5:26379', role='sentinel')
+                                   '10.0.0.5:26379', role='sentinel')
     assert message.startswith('Sentinel at 10.0.0.5:26379 rejected the credentials')
     assert 'check sentinel_password' in message and 'login_password' not in message
 
