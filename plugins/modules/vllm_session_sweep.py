@@ -314,7 +314,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import Bac
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
     SESSION_STORE_RULES, check_store_params, open_store, session_store_argument_spec)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import (
     SweepError, SweepOptions, Sweeper, report, restore)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
 

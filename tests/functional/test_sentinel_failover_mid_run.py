@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_store as _redis_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_refresh_probe
 from harness.backups import restorable
 from harness.json_http import JsonAnswers

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _etcd_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import etcd_store as _etcd_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
 from harness.servers import EtcdServer, RedisServer, SentinelServer, TlsFiles, free_port

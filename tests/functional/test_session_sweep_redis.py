@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_store, _redis_wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_store as _redis_store, redis_wire as _redis_wire
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
 from harness.servers import RedisServer, free_port

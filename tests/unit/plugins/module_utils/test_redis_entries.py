@@ -7,9 +7,9 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_store import RedisPartition, _delete_args
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import Entry
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import Stats, Sweeper, SweepJob, SweepOptions
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import RedisPartition, _delete_args
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import Stats, Sweeper, SweepJob, SweepOptions
 
 KEYS = [b'vllm:session:a', b'vllm:session:gone', b'vllm:session:s']
 

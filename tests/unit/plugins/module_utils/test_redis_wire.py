@@ -5,7 +5,7 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import bulk, bulks, encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import bulk, bulks, encode, encode_each
 
 
 @pytest.mark.parametrize('keys', [

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import (
     BackupWriter, Entry, backup_lines, header, read_backup)
 
 ENTRIES = [

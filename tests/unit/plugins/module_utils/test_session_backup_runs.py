@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _session_backup
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import backup as _session_backup
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import (
     BackupReader, BackupWriter, Entry, header, prepare_backup_path, read_backup)
 
 

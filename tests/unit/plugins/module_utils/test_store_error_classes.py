@@ -10,8 +10,9 @@ import redis
 from etcd3gw import exceptions as etcd_exceptions
 from redis.sentinel import MasterNotFoundError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _etcd_store, _redis_store
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError, server_words
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
+    StoreError, classify_etcd_error, classify_redis_error, describe_redis_error, server_words,
+)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import check_store_params
 
 TOKEN = 'rt-user-0-SECRET'
@@ -65,25 +66,25 @@ def _raised_from(outer, inner):
     (redis.DataError('Invalid input'), 'failed'),
 ])
 def test_redis_errors_are_classified_by_class_cause_and_code(exc, kind):
-    assert _redis_store.classify_error(exc) == kind
+    assert classify_redis_error(exc) == kind
 
 
 def test_a_sentinel_refusing_the_login_names_sentinel_password():
-    message = _redis_store._describe_error(redis.AuthenticationError('invalid username-password pair'),
-                                           '10.0.0.5:26379', role='sentinel')
+    message = describe_redis_error(redis.AuthenticationError('invalid username-password pair'),
+                                   '10.0.0.5:26379', role='sentinel')
     assert message.startswith('Sentinel at 10.0.0.5:26379 rejected the credentials')
     assert 'check sentinel_password' in message and 'login_password' not in message
 
 
 def test_a_redis_message_never_holds_the_echoed_arguments():
     exc = redis.ResponseError(f"ERR unknown command 'EVALSHA', with args beginning with: 'abc' '{TOKEN}' ")
-    message = _redis_store._describe_error(exc, '127.0.0.1:6379')
+    message = describe_redis_error(exc, '127.0.0.1:6379')
     assert TOKEN not in message and "unknown command 'EVALSHA'" in message
 
 
 def test_a_missing_client_certificate_is_not_called_unreachable():
     exc = _raised_from(redis.ConnectionError('Error 8 while writing to socket'), ssl.SSLEOFError(8, 'EOF occurred'))
-    message = _redis_store._describe_error(exc, '127.0.0.1:6380')
+    message = describe_redis_error(exc, '127.0.0.1:6380')
     assert 'set client_cert_file and client_key_file' in message and 'cannot reach' not in message
 
 
@@ -104,16 +105,16 @@ def _etcd_reply(code, message, reason='Bad Request'):
                   ConnectionRefusedError(111, 'Connection refused')), 'unreachable'),
 ])
 def test_etcd_errors_are_classified_by_class_and_grpc_code(exc, kind):
-    assert _etcd_store.classify_error(exc)[0] == kind
+    assert classify_etcd_error(exc)[0] == kind
 
 
 def test_etcd_texts_are_short_and_name_the_code():
-    assert _etcd_store.classify_error(_etcd_reply(11, 'etcdserver: mvcc: required revision has been compacted')) == \
+    assert classify_etcd_error(_etcd_reply(11, 'etcdserver: mvcc: required revision has been compacted')) == \
         ('compacted', 'OUT_OF_RANGE: etcdserver: mvcc: required revision has been compacted')
     refused = _raised_from(etcd_exceptions.ConnectionFailedError('HTTPConnectionPool(host=...) object at 0x7f'),
                            ConnectionRefusedError(111, 'Connection refused'))
-    assert _etcd_store.classify_error(refused) == ('unreachable', 'Connection refused')
-    assert _etcd_store.classify_error(etcd_exceptions.Etcd3Exception('<html>', 'Not Found')) == \
+    assert classify_etcd_error(refused) == ('unreachable', 'Connection refused')
+    assert classify_etcd_error(etcd_exceptions.Etcd3Exception('<html>', 'Not Found')) == \
         ('not_etcd', 'HTTP Not Found')
 
 

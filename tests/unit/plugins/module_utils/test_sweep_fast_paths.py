@@ -8,11 +8,12 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils import _redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_store import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire as _redis_wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import (
     _expiries_in_place, _expiries_one_by_one)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._redis_wire import Wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_backup import Entry, backup_lines
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import backup_lines
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import (
     TimestampError, epoch_from_number, in_range, parse_expiries, parse_expiry, parse_timestamp)
 
@@ -148,7 +149,7 @@ def _wire(ready: str, read_size: int):
     else:
         wire._reader = hiredis.Reader(replyError=ResponseError)  # pylint: disable=protected-access  # an old hiredis's
         wire._ready = wire._ready_one_by_one  # pylint: disable=protected-access
-    wire._fast, wire.owed, wire._broken = True, 0, False  # pylint: disable=protected-access
+    wire._fast, wire.unread_replies, wire._broken = True, 0, False  # pylint: disable=protected-access
     return wire, ours, theirs
 
 
@@ -160,13 +161,13 @@ def test_replies_are_taken_in_order_and_never_more_than_asked(ready, read_size):
         encoded = [data for data, _reply in REPLIES] * 3 + [b'-ERR no such thing\r\n', b':0\r\n']
         expected = [reply for _data, reply in REPLIES] * 3
         theirs.sendall(b''.join(encoded))
-        wire.owed = len(encoded)
+        wire.unread_replies = len(encoded)
         assert wire.receive(0) == []
         assert wire.receive(1) == expected[:1]
         assert wire.receive(len(expected) - 1) == expected[1:]
         error, zero = wire.receive(2)
         assert isinstance(error, ResponseError) and str(error) == 'ERR no such thing'
-        assert zero == 0 and wire.owed == 0
+        assert zero == 0 and wire.unread_replies == 0
     finally:
         ours.close()
         theirs.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_sweep import Stats
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import Stats
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import (
     EARLIEST_EPOCH, END_EPOCH, TimestampError, in_range, iso_utc, parse_expiry, parse_optional, parse_timestamp)
 

@@ -18,15 +18,16 @@ import collections
 import itertools
 import operator
 import re
-import ssl
 import threading
 import time
 import traceback
 
-from ._redis_wire import Wire, bulk, bulks, encode, encode_each
-from ._session_backup import Entry
-from ._session_errors import StoreError, exception_chain, server_words
-from ._session_store import parse_sentinel_hosts
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, bulk, bulks, encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
+    StoreError, classify_redis_error, describe_redis_error, exception_chain, redis_error_text,
+)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_sentinel_hosts
 
 REDIS_IMPORT_ERROR = None
 try:
@@ -140,7 +141,7 @@ return result
 """
 
 
-def _text(value) -> str:
+def _as_text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -200,115 +201,6 @@ def glob_matcher(pattern: str):
 RESTORABLE_KINDS = ('hash', 'string')
 
 
-def _error_text(exc: BaseException) -> str:
-    """The server's (or the client library's) words for ``exc``, without any echo of the command's arguments."""
-    return server_words(str(exc)) or type(exc).__name__
-
-
-# Redis 7.0 answers an ACL denial inside a script with a plain ERR and this sentence; later versions
-# and every other path say NOPERM (redis-py: NoPermissionError).
-_SCRIPT_ACL_DENIAL = "The user executing the script can't run this command"
-
-# The error codes Redis puts first in an error reply. redis-py turns the common ones into exception
-# classes (and drops the code from the text); replies read off the wire keep it.
-_CODES = {
-    'WRONGPASS': 'auth', 'NOAUTH': 'auth', 'NOPERM': 'noperm', 'READONLY': 'readonly', 'LOADING': 'loading',
-    'MASTERDOWN': 'loading', 'MOVED': 'resharding', 'ASK': 'resharding', 'TRYAGAIN': 'resharding',
-    'CLUSTERDOWN': 'resharding', 'OOM': 'oom',
-}
-
-# TLS alerts (OpenSSL reason codes) that mean the other side does not speak TLS at all
-_NOT_TLS = ('WRONG_VERSION_NUMBER', 'HTTP_REQUEST', 'UNKNOWN_PROTOCOL', 'PACKET_LENGTH_TOO_LONG', 'RECORD_LAYER_FAILURE')
-
-
-def _server_code(exc: BaseException):
-    """The error code of a reply read straight off the wire (``NOPERM`` of ``NOPERM this user ...``), or None."""
-    if not isinstance(exc, redis.ResponseError):
-        return None
-    word = _error_text(exc).split(' ', 1)[0]
-    return word if word.isalpha() and word.isupper() else None
-
-
-def classify_error(exc: BaseException) -> str:
-    """What went wrong, from the exception's class, the exception it came from, and the server's error code.
-
-    One of: auth, noperm, tls_verify, tls_handshake, tls_plain, readonly, loading, resharding, oom,
-    no_primary, not_cluster, timeout, unreachable, refused (any other error reply), failed.
-    """
-    for link in exception_chain(exc):
-        if isinstance(link, ssl.SSLCertVerificationError):
-            return 'tls_verify'
-        if isinstance(link, ssl.SSLError):
-            return 'tls_plain' if getattr(link, 'reason', None) in _NOT_TLS else 'tls_handshake'
-    if isinstance(exc, (redis.AuthenticationError, getattr(redis.exceptions, 'AuthorizationError', redis.AuthenticationError))):
-        return 'auth'
-    if isinstance(exc, redis.exceptions.NoPermissionError):
-        return 'noperm'
-    if isinstance(exc, redis.exceptions.ReadOnlyError):
-        return 'readonly'
-    if isinstance(exc, redis.exceptions.BusyLoadingError):
-        return 'loading'
-    if isinstance(exc, (redis.exceptions.AskError, redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)):
-        return 'resharding'
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return 'oom'
-    if isinstance(exc, redis.sentinel.MasterNotFoundError):
-        return 'no_primary'
-    code = _server_code(exc)
-    if code in _CODES:
-        return _CODES[code]
-    if isinstance(exc, redis.TimeoutError):
-        return 'timeout'
-    if isinstance(exc, redis.ConnectionError):
-        return 'unreachable'
-    if isinstance(exc, redis.ResponseError):
-        return 'noperm' if _SCRIPT_ACL_DENIAL in str(exc) else 'refused'
-    if isinstance(exc, redis.exceptions.RedisClusterException):
-        return 'not_cluster'
-    return 'failed'
-
-
-# What a message names, by the kind of server reached: (noun, address options, credential options)
-_ROLES = {
-    'redis': ('Redis', 'login_host/login_port', 'login_user and login_password'),
-    'sentinel': ('Sentinel', 'sentinel_hosts', "sentinel_password (the Sentinels' own password, not the primary's)"),
-}
-
-SWEEPER_GRANTS = ('+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
-                  '+set +pexpireat +time')
-
-
-def _describe_error(exc: BaseException, location: str, role: str = 'redis') -> str:
-    """One line for a failure talking to ``location``: what happened and which option fixes it."""
-    noun, address, credentials = _ROLES[role]
-    text = _error_text(exc)
-    kind = classify_error(exc)
-    at = f'{noun} at {location}'
-    messages = {
-        'auth': f'{at} rejected the credentials ({text}); check {credentials}',
-        'noperm': (f'{at} denied a command to this user ({text}); grant the ACL user {SWEEPER_GRANTS} on the session keys'
-                   if role == 'redis' else f'{at} denied a command to this user ({text}); allow it +sentinel|masters'),
-        'tls_verify': f'TLS with {at} failed: the server certificate is not trusted ({text}); '
-                      'check tls, ca_certs, validate_certs (ca_certs must hold the CA that signed it)',
-        'tls_handshake': f'TLS with {at} failed: the server ended the handshake ({text}); it requires a client '
-                         'certificate it trusts: set client_cert_file and client_key_file',
-        'tls_plain': f'TLS with {at} failed: the server does not speak TLS on that port ({text}); '
-                     f'set tls=false or give its TLS port in {address}',
-        'readonly': f'{at} is a read-only replica ({text}); give the primary in {address}, or use backend=redis_sentinel',
-        'loading': f'{at} is not ready ({text}); re-run when it has loaded its data or found its primary',
-        'resharding': f'{at} answered that its slots moved ({text}); re-run when the reshard or failover is done',
-        'oom': f'{at} is out of memory ({text}); free memory on the server, then re-run',
-        'no_primary': f'the Sentinels name no primary at the moment ({type(exc).__name__}); '
-                      'a failover may be in progress: re-run when it is done',
-        'not_cluster': f'{at} is not a usable Redis Cluster ({text}); check backend and {address}',
-        'timeout': f'{at} did not answer in time ({text}); check {address} and that the server is up, or raise timeout',
-        'unreachable': f'cannot reach {at} ({text}); check {address}, tls and that the server is up',
-        'refused': f'{at} refused a command ({text}); check that it allows the commands the module needs '
-                   '(rename-command, ACL)',
-    }
-    return messages.get(kind, f'{at} failed: {text}')
-
-
 class _Script:
     """A server-side script run with EVALSHA, loaded again when the server lost it (restart, failover, flush).
 
@@ -334,7 +226,7 @@ class _Script:
 
     def load(self, wire) -> None:
         if self.sha is None:
-            self.sha = _raised(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
+            self.sha = _reply_or_raise(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
 
     def run(self, wire, groups, args_for, raising: bool = True) -> list:
         """The answers of one run per group; the groups the server could not run (it lost its scripts) run again.
@@ -343,11 +235,11 @@ class _Script:
         """
         self.send(wire, groups, args_for)
         replies = wire.receive(len(groups))
-        lost = _lost(replies)
+        lost = _noscript_positions(replies)
         if lost:
             for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for, raising)):
                 replies[index] = reply
-        return [_raised(reply) for reply in replies] if raising else replies
+        return [_reply_or_raise(reply) for reply in replies] if raising else replies
 
     def run_again(self, wire, groups, args_for, raising: bool = True) -> list:
         """Load the script again (the server answered NOSCRIPT: it never ran) and run it for ``groups``."""
@@ -355,14 +247,14 @@ class _Script:
         self.load(wire)
         self.send(wire, groups, args_for)
         replies = wire.receive(len(groups))
-        return [_raised(reply) for reply in replies] if raising else replies
+        return [_reply_or_raise(reply) for reply in replies] if raising else replies
 
 
 def _is_error(reply, code: str) -> bool:
     return isinstance(reply, Exception) and str(reply).startswith(code)
 
 
-def _lost(replies) -> list:
+def _noscript_positions(replies) -> list:
     """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
     return [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
 
@@ -474,7 +366,7 @@ class _Redirections:
         finally:
             wire.close()
         if preamble:
-            _raised(replies.pop(0))
+            _reply_or_raise(replies.pop(0))
         replies = replies[per_item - 1::per_item]
         return self.follow(client, items, replies, payload_of, split, preamble, asking, hops)
 
@@ -483,21 +375,23 @@ class _Redirections:
             client.close()
 
 
-def _single_entries(group) -> list:
+def _one_group_per_entry(group) -> list:
+    """Script groups of one entry each: a group a cluster node could not run whole (TRYAGAIN), split."""
     return [[entry] for entry in group]
 
 
-def _pairs(flat) -> dict:
+def _hash_of_flat_reply(flat) -> dict:
     """A hash from its flat HGETALL answer (name, value, name, value, ...)."""
     pairs = iter(flat)
     return dict(zip(pairs, pairs))
 
 
-def _flat(lists) -> list:
+def _concatenated(lists) -> list:
+    """The items of every list, in order, as one list."""
     return [item for part in lists for item in part]
 
 
-def _raised(reply):
+def _reply_or_raise(reply):
     """A reply, or its error raised (the caller's guard turns it into one line)."""
     if isinstance(reply, Exception):
         raise reply
@@ -602,7 +496,7 @@ class RedisPartition:
         try:
             return action()
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
 
     def _wire(self) -> Wire:
         wire = self._guarded(lambda: Wire(self.client))
@@ -628,7 +522,7 @@ class RedisPartition:
         if self.redirections is None:
             return groups, replies
         return self.redirections.follow(self.client, groups, replies, lambda group: script.payload([group], args_for),
-                                        split=_single_entries, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
+                                        split=_one_group_per_entry, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
 
     # ---- sweep ----------------------------------------------------------------------------------
 
@@ -673,7 +567,7 @@ class RedisPartition:
         size = job.options.batch_size
         delete_args = _delete_args(job.options.guard_fields)
         recent = _RecentKeys()
-        reading = self._send_reads(reader, *_raised(reader.call([self._scan_command(b'0', size)])[0]), size, recent)
+        reading = self._send_reads(reader, *_reply_or_raise(reader.call([self._scan_command(b'0', size)])[0]), size, recent)
         timed = []                     # victims whose PTTL was asked for after the reads (the backup keeps the TTL)
         backing = collections.deque()  # (victims, their backup write), oldest first
         in_flight = collections.deque()  # slot groups of the deletes whose answers are still to be read, oldest first
@@ -682,7 +576,7 @@ class RedisPartition:
                 keys, scanning = reading or ([], False)
                 replies = reader.receive(scanning + len(keys) + len(timed))
                 if scanning:
-                    cursor, next_keys = _raised(replies[0])
+                    cursor, next_keys = _reply_or_raise(replies[0])
                     reading = self._send_reads(reader, cursor, next_keys, size, recent)
                 else:
                     reading = None
@@ -742,7 +636,7 @@ class RedisPartition:
             hash_keys, flats, raws, other_keys, other_replies = _expiries_one_by_one(keys, replies, name)
         else:  # the usual batch: every answer a hash, the expiry where it is in the first
             hash_keys, flats, other_keys, other_replies = keys, replies, (), ()
-        victims = [Entry(hash_keys[at], 'hash', _pairs(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
+        victims = [Entry(hash_keys[at], 'hash', _hash_of_flat_reply(flats[at])) for at in job.judge_expiries(hash_keys, raws)]
         if other_keys:
             other_replies = self._followed(b'HGETALL', other_keys, other_replies)
             victims.extend(job.judge(self._entries(self.client, other_keys, other_replies, read_strings)))
@@ -757,14 +651,14 @@ class RedisPartition:
             # an empty answer: the key went away since SCAN listed it
             if type(reply) is list:  # pylint: disable=unidiomatic-typecheck  # RESP2 (what the store asks for): a flat list
                 if reply:
-                    entries.append(Entry(key, 'hash', _pairs(reply)))
+                    entries.append(Entry(key, 'hash', _hash_of_flat_reply(reply)))
             elif isinstance(reply, dict):  # RESP3: a map
                 if reply:
                     entries.append(Entry(key, 'hash', reply))
             elif _is_error(reply, 'WRONGTYPE'):
                 other.append(key)
             else:
-                _raised(reply)
+                _reply_or_raise(reply)
         if other and read_strings:
             pipe = client.pipeline(transaction=False)
             for key in other:
@@ -773,7 +667,7 @@ class RedisPartition:
                 if _is_error(value, 'WRONGTYPE'):
                     entries.append(Entry(key, 'other'))
                 elif value is not None:
-                    entries.append(Entry(key, 'string', value=_raised(value)))
+                    entries.append(Entry(key, 'string', value=_reply_or_raise(value)))
         else:
             entries.extend(Entry(key, 'other') for key in other)
         return entries
@@ -801,7 +695,7 @@ class RedisPartition:
         """
         groups, replies, answers = self._receive_delete(wire, in_flight[0])
         in_flight.popleft()
-        if in_flight and _lost(replies):
+        if in_flight and _noscript_positions(replies):
             for later in list(in_flight):
                 later, more, more_answers = self._receive_delete(wire, later)
                 groups = groups + later
@@ -812,14 +706,14 @@ class RedisPartition:
             self._stop_unconfirmed(job, wire, in_flight, groups, replies)
         if self.redirections is not None:
             groups, replies = self._follow_deletes(job, groups, replies, args_for)
-        lost = _lost(replies)
+        lost = _noscript_positions(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]
         job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
         refused = [index for index, reply in enumerate(replies)
                    if isinstance(reply, Exception) and not _is_error(reply, 'NOSCRIPT')]
         if refused:
             # a script that failed aborted before anything was unlinked: none of its group was deleted
-            job.abandon(_flat([groups[index] for index in refused + lost]))
+            job.abandon(_concatenated([groups[index] for index in refused + lost]))
             raise replies[refused[0]]
         if lost:
             lost = [groups[index] for index in lost]
@@ -841,7 +735,7 @@ class RedisPartition:
         except StoreError:
             ran = [index for index in staying if not isinstance(replies[index], Exception)]
             job.settle(*self._deleted([groups[index] for index in ran], [replies[index] for index in ran]))
-            job.abandon(_flat([groups[index] for index in staying if index not in set(ran)]))
+            job.abandon(_concatenated([groups[index] for index in staying if index not in set(ran)]))
             raise
         return [groups[index] for index in staying] + followed[0], [replies[index] for index in staying] + followed[1]
 
@@ -851,7 +745,7 @@ class RedisPartition:
         The deletes whose answers are lost are counted by what the primary the Sentinels
         name now no longer holds; when that is another server, that is what stopped the sweep.
         """
-        unknown = _flat(_flat(groups for groups, _checks in in_flight))
+        unknown = _concatenated(_concatenated(groups for groups, _checks in in_flight))
         in_flight.clear()
         try:
             new, lost = self.watch.settle_on_current(job, unknown, [True] * len(unknown))
@@ -877,7 +771,7 @@ class RedisPartition:
         """
         ran = [(group, reply) for group, reply in zip(groups, replies) if not isinstance(reply, Exception)]
         victims, outcome = self._deleted([group for group, _reply in ran], [reply for _group, reply in ran])
-        never = _flat([group for group, reply in zip(groups, replies) if isinstance(reply, Exception)])
+        never = _concatenated([group for group, reply in zip(groups, replies) if isinstance(reply, Exception)])
         unknown = []
         try:
             while in_flight:
@@ -891,7 +785,7 @@ class RedisPartition:
                         victims.extend(more_victims)
                         outcome.extend(more_outcome)
         except redis.RedisError:
-            unknown = _flat(_flat(groups for groups, _checks in in_flight))
+            unknown = _concatenated(_concatenated(groups for groups, _checks in in_flight))
             in_flight.clear()
         job.abandon(never)
         raise StoreError(self.watch.stopped(*self.watch.settle_on_current(job, victims + unknown,
@@ -906,7 +800,7 @@ class RedisPartition:
             for position in kept:
                 deleted[position - 1] = False
             outcome.extend(deleted)
-        return _flat(groups), outcome
+        return _concatenated(groups), outcome
 
     # ---- restore --------------------------------------------------------------------------------
 
@@ -915,7 +809,7 @@ class RedisPartition:
         def probe(wire):
             keys = [entry.key for entry in entries]
             replies = self._followed(b'EXISTS', keys, wire.call([(b'EXISTS', key) for key in keys]))
-            return [0 if _raised(exists) else 1 for exists in replies]
+            return [0 if _reply_or_raise(exists) else 1 for exists in replies]
         return self._with_wire(probe)
 
     def restore(self, entries):
@@ -927,7 +821,7 @@ class RedisPartition:
             self._restore.load(wire)
             groups = self._groups(entries)
             replies = self._restore.run(wire, groups, _restore_args, raising=False)
-            answers = _flat([_raised(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
+            answers = _concatenated([_reply_or_raise(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
             if self.watch is not None and 1 in answers:
                 self.watch.confirm_restore(wire)
             return answers
@@ -984,7 +878,7 @@ def _expiries_one_by_one(keys, replies, name: bytes):
                     raws.append(None)
                     continue
                 # names sit at even positions; an odd one is a value that equals the name
-                raws.append(reply[at + 1] if at % 2 == 0 else _pairs(reply).get(name))
+                raws.append(reply[at + 1] if at % 2 == 0 else _hash_of_flat_reply(reply).get(name))
         else:
             other_keys.append(key)
             other_replies.append(reply)
@@ -1043,16 +937,16 @@ def _sentinel_views(sentinel, name: str) -> dict:
         try:
             state = client.sentinel_masters().get(name)
         except redis.RedisError as exc:
-            if classify_error(exc) not in ('unreachable', 'timeout'):
-                raise StoreError(_describe_error(exc, address, role='sentinel')) from None
-            views[address] = _error_text(exc)
+            if classify_redis_error(exc) not in ('unreachable', 'timeout'):
+                raise StoreError(describe_redis_error(exc, address, role='sentinel')) from None
+            views[address] = redis_error_text(exc)
             continue
         if not state:
             views[address] = 'unknown'
         elif not state.get('is_master') or state.get('is_sdown') or state.get('is_odown'):
             views[address] = 'down'
         else:
-            views[address] = (_text(state['ip']), int(state['port']))
+            views[address] = (_as_text(state['ip']), int(state['port']))
     return views
 
 
@@ -1077,11 +971,11 @@ def _serves_as_primary(master, kwargs: dict):
     location = f'{master[0]}:{master[1]}'
     client = redis.Redis(host=master[0], port=master[1], **kwargs)
     try:
-        role = _text(client.role()[0])
+        role = _as_text(client.role()[0])
     except redis.RedisError as exc:
-        if classify_error(exc) not in ('unreachable', 'timeout', 'loading'):
-            raise StoreError(_describe_error(exc, location)) from None
-        return _describe_error(exc, location)
+        if classify_redis_error(exc) not in ('unreachable', 'timeout', 'loading'):
+            raise StoreError(describe_redis_error(exc, location)) from None
+        return describe_redis_error(exc, location)
     finally:
         client.close()
     if role == 'master':
@@ -1097,8 +991,8 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     whether cluster mode is on at all (a standalone server given as a cluster node).
     """
     cause = next((link for link in exception_chain(exc) if isinstance(link, redis.RedisError)), exc)
-    if classify_error(cause) not in ('refused', 'not_cluster'):
-        return _describe_error(cause, location)
+    if classify_redis_error(cause) not in ('refused', 'not_cluster'):
+        return describe_redis_error(cause, location)
     client = redis.Redis(host=params['login_host'], port=params['login_port'], **kwargs)
     try:
         enabled = client.info('cluster').get('cluster_enabled')
@@ -1109,10 +1003,10 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     if enabled == 0:
         return (f'Redis at {location} is not a cluster node (cluster_enabled:0); use backend=redis for a standalone '
                 'server (backend=redis_sentinel behind Sentinels), or give a cluster node in login_host/login_port')
-    return _describe_error(cause, location)
+    return describe_redis_error(cause, location)
 
 
-def _address(address) -> str:
+def _host_port(address) -> str:
     return f'{address[0]}:{address[1]}'
 
 
@@ -1137,13 +1031,13 @@ class _PrimaryWatch:
 
     def check_connection(self, wire) -> None:
         """A new connection reached the primary the Sentinels named, and it still serves as one."""
-        role = _raised(wire.call([(b'ROLE',)])[0])
+        role = _reply_or_raise(wire.call([(b'ROLE',)])[0])
         if wire.peer != self.address:
-            raise StoreError(f'the primary of service {self.name} changed from {_address(self.address)} to '
-                             f'{_address(wire.peer)} while the module connected (a Sentinel failover); re-run')
-        if _text(role[0]) != 'master':
-            raise StoreError(f'{_address(self.address)}, the primary of service {self.name}, now serves as '
-                             f'{_text(role[0])} (a Sentinel failover); re-run when the failover is done')
+            raise StoreError(f'the primary of service {self.name} changed from {_host_port(self.address)} to '
+                             f'{_host_port(wire.peer)} while the module connected (a Sentinel failover); re-run')
+        if _as_text(role[0]) != 'master':
+            raise StoreError(f'{_host_port(self.address)}, the primary of service {self.name}, now serves as '
+                             f'{_as_text(role[0])} (a Sentinel failover); re-run when the failover is done')
         self.replicas = max(self.replicas, len(role[2]))
 
     @property
@@ -1163,7 +1057,7 @@ class _PrimaryWatch:
                 return False
             if isinstance(answer, int) and answer < self.replicas:
                 return False
-            if isinstance(answer, list) and _text(answer[0]) != 'master':
+            if isinstance(answer, list) and _as_text(answer[0]) != 'master':
                 return False
         return True
 
@@ -1176,9 +1070,9 @@ class _PrimaryWatch:
         answers = wire.call(self.checks())
         if self.confirmed(answers):
             return
-        old = _address(self.address)
-        if isinstance(answers[-1], list) and _text(answers[-1][0]) != 'master':
-            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_text(answers[-1][0])} '
+        old = _host_port(self.address)
+        if isinstance(answers[-1], list) and _as_text(answers[-1][0]) != 'master':
+            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_as_text(answers[-1][0])} '
                              '(a Sentinel failover) and may lose the sessions it restored; re-run the restore when the '
                              'failover is done (it never overwrites a session that exists again)')
         raise StoreError(f'the replicas of {old} did not confirm the restored sessions in time (WAIT {self.replicas}); '
@@ -1210,7 +1104,7 @@ class _PrimaryWatch:
                     pipe.exists(key)
                 found.update(key for key, exists in zip(chunk, pipe.execute()) if exists)
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, _address(address))) from None
+            raise StoreError(describe_redis_error(exc, _host_port(address))) from None
         finally:
             client.close()
         return found
@@ -1228,10 +1122,10 @@ class _PrimaryWatch:
 
     def stopped(self, new, lost: int) -> str:
         """Why the sweep stopped after settle_on_current answered (``new``, ``lost``)."""
-        old = _address(self.address)
+        old = _host_port(self.address)
         if new != self.address:
-            return (f'the primary of service {self.name} changed from {old} to {_address(new)} during the sweep '
-                    f'(a Sentinel failover); only the deletes {_address(new)} confirms are counted ({lost} taken by the '
+            return (f'the primary of service {self.name} changed from {old} to {_host_port(new)} during the sweep '
+                    f'(a Sentinel failover); only the deletes {_host_port(new)} confirms are counted ({lost} taken by the '
                     'old primary after it lost its role are lost, the sessions are still there and the backup says so); '
                     're-run to finish')
         return (f'the replicas of {old} did not confirm the deletes in time (WAIT {self.replicas}); {lost} deletes it '
@@ -1249,10 +1143,10 @@ class _PrimaryWatch:
         client = self.client(primary)
         try:
             replicas = len(client.role()[2])
-            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_flat(fields.items())))
+            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_concatenated(fields.items())))
             acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, _address(primary))) from None
+            raise StoreError(describe_redis_error(exc, _host_port(primary))) from None
         finally:
             client.close()
         answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
@@ -1265,13 +1159,13 @@ class _PrimaryWatch:
         try:
             held = reader.hget(key, b'refresh_token')
         except redis.RedisError as exc:
-            raise StoreError(f'the new refresh token was written to {_address(primary)}, but the primary the Sentinels '
-                             f'name now, {_address(now)}, could not confirm it ({_error_text(exc)})') from None
+            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, but the primary the Sentinels '
+                             f'name now, {_host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
         finally:
             reader.close()
         if held != new_token:
-            raise StoreError(f'the new refresh token was written to {_address(primary)}, which lost it: the primary the '
-                             f'Sentinels name now, {_address(now)}, does not hold it (a Sentinel failover)')
+            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, which lost it: the primary the '
+                             f'Sentinels name now, {_host_port(now)}, does not hold it (a Sentinel failover)')
         return answer
 
 
@@ -1376,8 +1270,8 @@ class RedisStore:
     def partitions(self):
         return list(self._partitions)
 
-    def restore_partition_for(self, entries):
-        """Group entries by the partition that owns their key."""
+    def group_by_partition(self, entries):
+        """(partition, entries) pairs: the entries grouped by the partition that owns their key."""
         if self._cluster_client is None:
             return [(self._partitions[0], list(entries))]
         owners = {(p.location): p for p in self._partitions}
@@ -1406,9 +1300,9 @@ class RedisStore:
         try:
             fields = self._key_client().hgetall(key)
         except redis.ResponseError as exc:
-            raise StoreError(f'session {session_id} is not a hash ({_error_text(exc)}); check session_id and key_pattern') from None
+            raise StoreError(f'session {session_id} is not a hash ({redis_error_text(exc)}); check session_id and key_pattern') from None
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
         return fields or None
 
     def swap_tokens(self, session_id: str, expected_refresh: bytes, fields: dict) -> str:
@@ -1424,7 +1318,7 @@ class RedisStore:
         try:
             outcome = self._key_client().eval(SWAP_SCRIPT, 1, key, expected_refresh, fields[b'refresh_token'], *flat)
         except redis.RedisError as exc:
-            raise StoreError(_describe_error(exc, self.location)) from None
+            raise StoreError(describe_redis_error(exc, self.location)) from None
         return {1: 'written', 2: 'already'}.get(int(outcome), 'conflict')
 
     def close(self) -> None:

@@ -21,10 +21,10 @@ import operator
 import threading
 import time
 
-from ._files import BackupError
-from ._session_backup import BackupReader, BackupWriter, header, prepare_backup_path
-from ._session_errors import StoreError
-from ._timestamps import iso_utc, parse_expiries, parse_expiry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import BackupReader, BackupWriter, header, prepare_backup_path
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
 REFRESH_TOKEN_FIELD = b'refresh_token'
@@ -190,7 +190,10 @@ class SweepJob:
         self.stats = stats
         self.deleting = delete
         self.backing_up = delete and sweeper.writer is not None
-        self._sweeper = sweeper
+        self._writer = sweeper.writer
+        self._limiter = sweeper.limiter
+        self._session_id = sweeper.store.session_id
+        self._take_allowance = sweeper.take_allowance
 
     @property
     def by_expiry(self) -> bool:
@@ -267,9 +270,9 @@ class SweepJob:
                 stats.add_expiry(min(expiries))
                 stats.add_expiry(max(expiries))
             for victim in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
-                stats.sample_ids.append(self._sweeper.store.session_id(key_of(victim)))
-        self._sweeper.limiter.consume(judged)
-        return self._sweeper.take_allowance(victims) if self.deleting else victims
+                stats.sample_ids.append(self._session_id(key_of(victim)))
+        self._limiter.consume(judged)
+        return self._take_allowance(victims) if self.deleting else victims
 
     def back_up(self, victims) -> None:
         """Durably record the victims before any of them is deleted."""
@@ -278,7 +281,7 @@ class SweepJob:
     def start_backup(self, victims):
         """Start recording the victims; finish_backup(the answer) before any of them is deleted."""
         if self.backing_up and victims:
-            return self._sweeper.writer.start_entries(victims)
+            return self._writer.start_entries(victims)
         return None
 
     @staticmethod
@@ -301,7 +304,7 @@ class SweepJob:
             return
         try:
             self.finish_backup(pending)
-            self._sweeper.writer.write_not_deleted(victims)
+            self._writer.write_not_deleted(victims)
         except BackupError:
             pass  # the backup never held them all, or takes no more lines after a failed write: it keeps them
 
@@ -312,7 +315,7 @@ class SweepJob:
             self.stats.deleted += len(victims) - len(kept)
             self.stats.changed_during_sweep += len(kept)
         if self.backing_up:
-            self._sweeper.writer.write_not_deleted(kept)
+            self._writer.write_not_deleted(kept)
 
     def run_in_turn(self, partition) -> None:
         """The plain order for a store without a pipeline of its own: read, judge, back up, delete.
@@ -436,7 +439,7 @@ def restore(store, backup_path: str, check_mode: bool) -> dict:
 
 
 def _restore_batch(store, entries, check_mode: bool, counts: dict) -> None:
-    for partition, group in store.restore_partition_for(entries):
+    for partition, group in store.group_by_partition(entries):
         outcomes = partition.would_restore(group) if check_mode else partition.restore(group)
         for outcome in outcomes:
             counts[{1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]] += 1

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
 import traceback
 
-from ._session_backup import Entry
-from ._session_errors import StoreError, exception_chain, server_words
-from ._session_store import parse_etcd_endpoint
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_etcd_endpoint
 
 ETCD_IMPORT_ERROR = None
 try:
     import etcd3gw
     import requests
-    from etcd3gw import exceptions as etcd_exceptions
 except ImportError:
     ETCD_IMPORT_ERROR = traceback.format_exc()
     requests = None
@@ -78,20 +76,6 @@ def _chunks(items, size):
         yield items[start:start + size]
 
 
-# The gRPC status codes etcd answers with (the JSON gateway puts them in the body's "code").
-_GRPC_KINDS = {
-    3: 'invalid',            # INVALID_ARGUMENT: a failed login, or no user where auth is on
-    4: 'unavailable',        # DEADLINE_EXCEEDED
-    7: 'denied',             # PERMISSION_DENIED
-    8: 'unavailable',        # RESOURCE_EXHAUSTED
-    9: 'precondition',       # FAILED_PRECONDITION: e.g. a login where auth is off
-    11: 'compacted',         # OUT_OF_RANGE: the revision read at was compacted
-    14: 'unavailable',       # UNAVAILABLE: no leader
-    16: 'unauthenticated',   # UNAUTHENTICATED: the auth token expired or is unknown
-}
-_GRPC_NAMES = {3: 'INVALID_ARGUMENT', 4: 'DEADLINE_EXCEEDED', 7: 'PERMISSION_DENIED', 8: 'RESOURCE_EXHAUSTED',
-               9: 'FAILED_PRECONDITION', 11: 'OUT_OF_RANGE', 13: 'INTERNAL', 14: 'UNAVAILABLE', 16: 'UNAUTHENTICATED'}
-
 # Failures of one endpoint; the next endpoint is tried.
 _PER_ENDPOINT = ('unreachable', 'timeout', 'unavailable', 'tls_verify', 'tls_handshake', 'not_etcd')
 
@@ -99,48 +83,6 @@ _PER_ENDPOINT = ('unreachable', 'timeout', 'unavailable', 'tls_verify', 'tls_han
 _REFUSED = ('invalid', 'denied', 'precondition', 'compacted', 'unauthenticated')
 
 _OPERATIONS = {'/kv/range': 'reading', '/kv/txn': 'deleting or writing', '/kv/put': 'writing'}
-
-
-def _connection_reason(exc: BaseException) -> str:
-    """The operating system's reason a connection failed (``Connection refused``), not the HTTP library's dump."""
-    for link in exception_chain(exc):
-        if isinstance(link, OSError) and link.strerror:
-            return link.strerror
-    return 'no connection'
-
-
-def classify_error(exc: BaseException):
-    """(kind, text) of a failed etcd call, from the exception's class and etcd's gRPC status code.
-
-    kind is one of the _GRPC_KINDS values, tls_verify, tls_handshake, timeout, unreachable,
-    not_etcd (an HTTP answer that is not etcd's) or failed; text is short and echoes no request.
-    """
-    for link in exception_chain(exc):
-        if isinstance(link, ssl.SSLCertVerificationError):
-            return 'tls_verify', server_words(link.verify_message or link.reason or 'certificate verify failed')
-        if isinstance(link, ssl.SSLError):
-            return 'tls_handshake', server_words(link.reason or type(link).__name__)
-    if isinstance(exc, etcd_exceptions.ConnectionTimeoutError):
-        return 'timeout', 'no answer in time'
-    if isinstance(exc, etcd_exceptions.ConnectionFailedError) and not exc.args:  # no HTTP status: no answer
-        return 'unreachable', _connection_reason(exc)
-    if isinstance(exc, etcd_exceptions.ApiVersionDiscoveryFailedError):
-        return 'not_etcd', 'no etcd version API'
-    if isinstance(exc, etcd_exceptions.Etcd3Exception):
-        try:
-            body = json.loads(exc.detail_text or '')
-        except ValueError:
-            body = None
-        status = ' '.join(str(arg) for arg in exc.args) or 'no status'
-        if not isinstance(body, dict) or not isinstance(body.get('code'), int):
-            return 'not_etcd', f'HTTP {status}'
-        code = body['code']
-        name = _GRPC_NAMES.get(code, f'gRPC code {code}')
-        message = server_words(body.get('message') or body.get('error') or '')
-        return _GRPC_KINDS.get(code, 'failed'), f'{name}: {message}' if message else name
-    if isinstance(exc, ValueError):  # an answer that is not JSON
-        return 'not_etcd', 'the answer is not JSON'
-    return 'failed', server_words(str(exc)) or type(exc).__name__
 
 
 class EtcdStore:
@@ -176,7 +118,7 @@ class EtcdStore:
             except StoreError:
                 raise
             except Exception as exc:  # pylint: disable=broad-except  # classified below; the rest is one line
-                kind, text = classify_error(exc)
+                kind, text = classify_etcd_error(exc)
                 if kind not in _PER_ENDPOINT:
                     raise StoreError(self._message(kind, text, '/kv/range')) from None
                 errors.append(f'{endpoint}: {text}')
@@ -190,7 +132,7 @@ class EtcdStore:
             reply = client.post(client.get_url('/auth/authenticate'),
                                 json={'name': params['etcd_user'], 'password': params.get('etcd_password') or ''})
         except Exception as exc:  # pylint: disable=broad-except  # classified below
-            kind, text = classify_error(exc)
+            kind, text = classify_etcd_error(exc)
             if kind == 'invalid':
                 raise StoreError(f'etcd at {self.location} rejected the credentials of {params["etcd_user"]!r} ({text}); '
                                  'check etcd_user and etcd_password') from None
@@ -231,7 +173,7 @@ class EtcdStore:
         try:
             return self.client.post(self.client.get_url(path), json=payload)
         except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
-            kind, text = classify_error(exc)
+            kind, text = classify_etcd_error(exc)
             raise StoreError(self._message(kind, text, path), refused=kind in _REFUSED) from None
 
     # ---- the partition interface (etcd is one partition) ------------------------------------
@@ -297,7 +239,8 @@ class EtcdStore:
         return [0 if int(self._call('/kv/range', {'key': _b64(entry.key), 'count_only': True}).get('count', 0)) else 1
                 for entry in entries]
 
-    def restore_partition_for(self, entries):
+    def group_by_partition(self, entries):
+        """(partition, entries) pairs: etcd is one partition, it takes them all."""
         return [(self, list(entries))]
 
     def _read_session(self, session_id: str):

@@ -28,7 +28,6 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import fcntl
 import functools
@@ -39,100 +38,17 @@ import stat
 import threading
 import uuid
 
-from ._files import BackupError, ensure_backup_dir, fsync_directory, PRIVATE_MODE
-from ._timestamps import iso_utc
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError, ensure_backup_dir, fsync_directory, PRIVATE_MODE
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import (
+    BackupLineError, Entry, decode_bytes, encode_bytes,
+)
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 _chain = itertools.chain.from_iterable
 # Bytes that JSON (with ensure_ascii) writes as they are: printable ASCII but the quote and the backslash.
 _PLAIN = bytes(range(0x20, 0x7f)).replace(b'"', b'').replace(b'\\', b'')
-
-
-class Entry:
-    """One session as read from a store.
-
-    ``kind`` is the Redis type (``hash``, ``string``, ...) or ``json`` for etcd values;
-    ``fields`` holds a hash's fields, ``value`` a string's or etcd value's bytes;
-    ``pexpireat`` the absolute Redis expiry in ms (None: no TTL); ``version`` etcd's
-    mod_revision; ``lease`` etcd's lease id (0: none); ``number`` its place among the
-    entries of its run in a backup (set when it is queued for the backup).
-    """
-
-    __slots__ = ('key', 'kind', 'fields', 'value', 'pexpireat', 'version', 'lease', 'number')
-
-    def __init__(self, key, kind, fields=None, value=None, pexpireat=None, version=None, lease=0):
-        self.key = key
-        self.kind = kind
-        self.fields = fields
-        self.value = value
-        self.pexpireat = pexpireat
-        self.version = version
-        self.lease = lease
-        self.number = None
-
-    def to_line(self) -> bytes:
-        """The backup line without its newline."""
-        return json.dumps(self.to_record(), separators=(',', ':')).encode('utf-8')
-
-    def to_record(self) -> dict:
-        record = {'key': _encode(self.key), 'type': self.kind}
-        if self.fields is not None:
-            record['fields'] = {_encode_key(name): _encode(value) for name, value in self.fields.items()}
-        if self.value is not None:
-            record['value'] = _encode(self.value)
-        self._add_metadata(record)
-        return record
-
-    def _metadata(self):
-        """(name, number) pairs recorded after the content, as bytes."""
-        if self.pexpireat is not None:
-            yield b'pexpireat', self.pexpireat
-        if self.version is not None:
-            yield b'mod_revision', self.version
-        if self.lease:
-            yield b'lease', self.lease
-
-    def _add_metadata(self, record: dict) -> None:
-        for name, number in self._metadata():
-            record[name.decode('ascii')] = number
-
-    @classmethod
-    def from_record(cls, record) -> Entry:
-        """The entry of a backup line; BackupLineError (naming the problem, never a value) when it is not one."""
-        if not isinstance(record, dict):
-            raise BackupLineError('not a JSON object')
-        kind = record.get('type')
-        if not isinstance(kind, str):
-            raise BackupLineError('"type" is missing or not text')
-        fields = record.get('fields')
-        value = record.get('value')
-        if kind == 'hash':
-            if not isinstance(fields, dict) or not fields:
-                raise BackupLineError('a hash without "fields" (a non-empty object)')
-            if value is not None:
-                raise BackupLineError('a hash with a "value"')
-        elif fields is not None or value is None:
-            raise BackupLineError(f'a {kind} entry needs "value" and no "fields"')
-        numbers = {}
-        for name in ('pexpireat', 'mod_revision', 'lease'):
-            number = record.get(name)
-            if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
-                raise BackupLineError(f'"{name}" is not a whole number')
-            numbers[name] = number
-        return cls(
-            key=_decode(record.get('key'), 'key'),
-            kind=kind,
-            fields=None if fields is None else {_decode_key(name): _decode(item, 'a field value') for name, item in fields.items()},
-            value=None if value is None else _decode(value, 'value'),
-            pexpireat=numbers['pexpireat'],
-            version=numbers['mod_revision'],
-            lease=numbers['lease'] or 0,
-        )
-
-
-class BackupLineError(ValueError):
-    """A line of a backup file that is not a valid entry; the message names the problem, never a value."""
 
 
 def backup_lines(entries) -> bytes:
@@ -158,7 +74,7 @@ def backup_lines(entries) -> bytes:
                 template = _line_template(kind, count, ())
             add_template(template)
         else:
-            metadata = tuple(entry._metadata())  # pylint: disable=protected-access
+            metadata = tuple(entry.metadata())
             add_all([b'%d' % number for _name, number in metadata])
             add_template(_line_template(entry.kind, len(fields), tuple(name for name, _number in metadata)))
     joined = b''.join(args)
@@ -177,42 +93,6 @@ def _line_template(kind: str, count: int, metadata: tuple) -> bytes:
     pairs = b','.join([b'"%s":"%s"'] * count)
     extra = b''.join([b',"%s":%%s' % name for name in metadata])
     return b'{"key":"%%s","type":"%s","fields":{%s}%s}\n' % (kind.encode('ascii'), pairs, extra)
-
-
-def _encode(data: bytes):
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError:
-        return {'b64': base64.b64encode(data).decode('ascii')}
-
-
-def _decode(data, what: str = 'a value') -> bytes:
-    if isinstance(data, str):
-        return data.encode('utf-8')
-    if isinstance(data, dict) and isinstance(data.get('b64'), str) and len(data) == 1:
-        try:
-            return base64.b64decode(data['b64'], validate=True)
-        except ValueError:
-            pass
-    raise BackupLineError(f'{what} is neither text nor {{"b64": ...}}')
-
-
-def _encode_key(name: bytes) -> str:
-    """Hash field names must be JSON object keys: text, or b64: prefixed when not UTF-8."""
-    try:
-        text = name.decode('utf-8')
-    except UnicodeDecodeError:
-        return 'b64:' + base64.b64encode(name).decode('ascii')
-    return 'b64:' + base64.b64encode(name).decode('ascii') if text.startswith('b64:') else text
-
-
-def _decode_key(name: str) -> bytes:
-    if name.startswith('b64:'):
-        try:
-            return base64.b64decode(name[4:], validate=True)
-        except ValueError:
-            raise BackupLineError('a field name after b64: is not base64') from None
-    return name.encode('utf-8')
 
 
 class BackupWriter:
@@ -310,7 +190,7 @@ class BackupWriter:
         if not entries:
             return
         with self._lock:
-            self._write_lines([{'not_deleted': [_encode(entry.key) for entry in entries],
+            self._write_lines([{'not_deleted': [encode_bytes(entry.key) for entry in entries],
                                 'entries': [entry.number for entry in entries]}])
 
     def close(self) -> None:
@@ -577,7 +457,7 @@ class BackupReader:
             return
         for key in keys:
             try:
-                key = _decode(key, 'a not_deleted key')
+                key = decode_bytes(key, 'a not_deleted key')
             except BackupLineError as exc:
                 self._invalid(number, str(exc))
                 continue
