@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.parse
 import urllib.request
 
 import yaml
@@ -32,7 +33,24 @@ def _get_json(url: str):
         return json.load(response)
 
 
-class OtelCollector(_Process):
+class _HttpServer(_Process):
+    """A server with one HTTP port on loopback, chosen free at each start."""
+
+    port = None
+
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+
+    @property
+    def address(self) -> str:
+        return f'{LOOPBACK}:{self.port}'
+
+    def _answers(self, path: str) -> bool:
+        with urllib.request.urlopen(f'http://{self.address}{path}', timeout=1) as response:  # nosec: loopback only
+            return response.status == 200
+
+
+class OtelCollector(_HttpServer):
     """The shipped collector configuration (extensions/observability/otelcol/vllm-dr.yaml) tailing ``log_path``."""
 
     name = 'otelcol'
@@ -44,14 +62,6 @@ class OtelCollector(_Process):
         self.service = service
         self.instance = instance
         self.config = config
-        self.port = None
-
-    def _choose_ports(self) -> None:
-        self.port = free_port()
-
-    @property
-    def address(self) -> str:
-        return f'{LOOPBACK}:{self.port}'
 
     def _command(self) -> list:
         return ['bash', OTELCOL, '--config', self.config]
@@ -61,8 +71,7 @@ class OtelCollector(_Process):
                     VLLM_DR_SERVICE_INSTANCE=self.instance, VLLM_DR_OTELCOL_LISTEN=self.address)
 
     def _ready(self) -> bool:
-        with urllib.request.urlopen(f'http://{self.address}/metrics', timeout=1) as response:  # nosec: loopback
-            return response.status == 200
+        return self._answers('/metrics')
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f'http://{self.address}/metrics', timeout=5) as response:  # nosec: loopback
@@ -81,7 +90,7 @@ def quick_rules(rules_text: str, window: str, hold: str) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
-class PrometheusServer(_Process):
+class PrometheusServer(_HttpServer):
     """Prometheus scraping ``targets`` (host:port, honor_labels as the collector's configuration asks) every
     ``interval`` and evaluating ``rules_file`` as often."""
 
@@ -92,14 +101,10 @@ class PrometheusServer(_Process):
         self.targets = targets
         self.rules_file = rules_file
         self.interval = interval
-        self.port = None
-
-    def _choose_ports(self) -> None:
-        self.port = free_port()
 
     @property
     def url(self) -> str:
-        return f'http://{LOOPBACK}:{self.port}'
+        return f'http://{self.address}'
 
     def _command(self) -> list:
         config = os.path.join(self.dir, 'prometheus.yml')
@@ -111,11 +116,10 @@ class PrometheusServer(_Process):
                                     'static_configs': [{'targets': self.targets}]}],
             }, handle, sort_keys=False)
         return ['bash', PROMETHEUS, f'--config.file={config}', f'--storage.tsdb.path={os.path.join(self.dir, "data")}',
-                f'--web.listen-address={LOOPBACK}:{self.port}']
+                f'--web.listen-address={self.address}']
 
     def _ready(self) -> bool:
-        with urllib.request.urlopen(f'{self.url}/-/ready', timeout=1) as response:  # nosec: loopback only
-            return response.status == 200
+        return self._answers('/-/ready')
 
     def alerts(self) -> list:
         """/api/v1/alerts: the pending and firing alerts (a resolved one is gone from it)."""
