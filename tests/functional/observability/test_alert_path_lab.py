@@ -81,8 +81,11 @@ def test_the_incidents_alert_fires_from_the_gateway_log_and_resolves_after_the_r
                 status, _body = lab.refresh(sid)
                 assert status == 401, f'session {sid} refreshed with HTTP {status}: is this the incident?'
 
-        firing = wait_for(lambda: (lambda alerts: alerts if set(alerts) == set(LOG_ALERTS) else None)(
-            log_alerts(prometheus, 'firing')), 45, 'both log alerts firing', step=failing_refreshes)
+        def both_firing():
+            alerts = log_alerts(prometheus, 'firing')
+            return alerts if set(alerts) == set(LOG_ALERTS) else None
+
+        firing = wait_for(both_firing, 45, 'both log alerts firing', step=failing_refreshes)
 
         alert = firing['VllmTokenRefreshErrors']
         # the service's labels come through the collector (job = service.name); severity and runbook as shipped
