@@ -109,9 +109,12 @@ molecule: deps
 # The alerting rules and the runbook's metrics (extensions/observability/), with promtool (built from the Go module
 # proxy once, cached in ~/.cache/inferops-vllm-dr): the PrometheusRule manifest agrees with the rules file, the rules
 # check, their unit tests pass (each alert fires on the incident's series, quiet after the repair), and the textfile
-# that drills on the lab write passes `promtool check metrics` (tests/functional/observability).
+# that drills on the lab write passes `promtool check metrics` (tests/functional/observability). The log-to-alert
+# path runs end to end there too, on the OpenTelemetry Collector and Prometheus, built and cached the same way first.
 PROMTOOL := bash tools/observability/promtool.sh
 observability: deps
+	bash tools/observability/otelcol.sh components >/dev/null
+	bash tools/observability/prometheus.sh --version
 	$(BIN)/python tools/observability/render_rules.py --check
 	$(PROMTOOL) check rules extensions/observability/prometheus/vllm-dr.rules.yml
 	$(PROMTOOL) test rules extensions/observability/prometheus/tests/vllm-dr.rules.test.yml

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A Go command-line tool, built from the Go module proxy once into $VLLM_DR_K8S_CACHE (default
 # ~/.cache/inferops-vllm-dr)/<name>-<version>/bin, with Go's module and build caches beside it; then run with the
-# arguments after --. Progress of a build goes to stderr. GO_TOOL_TAGS: build tags for the build.
+# arguments after --. Progress of a build goes to stderr. GO_TOOL_TAGS: build tags for the build. GO_TOOL_BUILD: a
+# shell command that builds NAME into the current directory instead of `go install PACKAGE@VERSION` (run with Go's
+# caches set as for go install), for a tool that is generated rather than installed.
 #   bash tools/go-tool.sh actionlint github.com/rhysd/actionlint/cmd/actionlint v1.7.12 -- -version
 set -euo pipefail
 
@@ -27,10 +29,14 @@ if [[ ! -x "$bin/$name" ]]; then
         # Built into a scratch directory and moved in only when complete: an interrupted build leaves no half binary.
         stage="$(mktemp -d "$cache/.stage.XXXXXX")"
         trap 'rm -rf "$stage"' EXIT
-        GOBIN="$stage" GOPATH="$root/go" GOCACHE="$root/go-build" GOMODCACHE="$root/go/pkg/mod" \
-            CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -buildvcs=false" GOTOOLCHAIN=local \
+        export GOBIN="$stage" GOPATH="$root/go" GOCACHE="$root/go-build" GOMODCACHE="$root/go/pkg/mod" \
+            CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -buildvcs=false" GOTOOLCHAIN=local
+        if [[ -n "${GO_TOOL_BUILD:-}" ]]; then
+            (cd "$stage" && bash -c "$GO_TOOL_BUILD" >&2) || die "building $package $version failed (see above)"
+        else
             go install ${GO_TOOL_TAGS:+-tags "$GO_TOOL_TAGS"} -ldflags "-s -w" "$package@$version" ||
-            die "go install $package@$version failed (see above)"
+                die "go install $package@$version failed (see above)"
+        fi
         mv -f "$stage/$name" "$bin/$name"
         rm -rf "$stage"
         trap - EXIT

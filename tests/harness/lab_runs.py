@@ -15,13 +15,19 @@ def running_lab(tmp_path, sessions: int = 2):
     lab = Lab(str(tmp_path / 'lab'))
     lab.up(sessions=sessions)
     try:
-        inventory = tmp_path / 'inventory.yml'
-        inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
-        lab.inventory_path = str(inventory)
-        lab.reports = tmp_path / 'reports'
-        yield lab
+        yield write_inventory(lab, tmp_path)
     finally:
         lab.down()
+
+
+def write_inventory(lab, tmp_path):
+    """The lab's runbook inventory written to tmp_path/inventory.yml (lab.inventory_path) as the lab stands now (after
+    a restore it carries restored_at); reports go to lab.reports (tmp_path/reports)."""
+    inventory = tmp_path / 'inventory.yml'
+    inventory.write_text(yaml.safe_dump(lab.inventory(str(tmp_path / 'reports'))))
+    lab.inventory_path = str(inventory)
+    lab.reports = tmp_path / 'reports'
+    return lab
 
 
 @contextlib.contextmanager
