@@ -213,7 +213,7 @@ def audit_counts(audit_log: str, namespace: str, marks: list) -> dict:
             if event['stage'] == 'ResponseStarted' and event['verb'] != 'watch':
                 continue  # the same request ends with ResponseComplete
             at = datetime.fromisoformat(event['requestReceivedTimestamp'].replace('Z', '+00:00')).timestamp()
-            for (phase, start), (_, stop) in zip(marks, marks[1:]):
+            for (phase, start), (_next, stop) in zip(marks, marks[1:]):
                 if start <= at < stop:
                     counts[phase] += 1
     return counts
@@ -243,7 +243,7 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
         if runtime.errors:
             raise RuntimeError(f'the gateway runtime failed: {runtime.errors}')
         time.sleep(1)  # the audit log is written in batches
-        seconds = {phase: stop - start for (phase, start), (_, stop) in zip(marks, marks[1:])}
+        seconds = {phase: stop - start for (phase, start), (_next, stop) in zip(marks, marks[1:])}
         seconds['total'] = marks[-1][1] - marks[0][1]
         calls = audit_counts(audit_log, namespace, marks)
         calls['total'] = sum(calls.values())
@@ -259,7 +259,7 @@ def median_of(runs: list, key: str) -> dict:
 
 def print_table(results: dict) -> None:
     print(f'{"replicas":>8} {"procedure":<9} ' + ' '.join(f'{p:>17}' for p in PHASES + ('total',)))
-    print(f'{"":>8} {"":<9} ' + ' '.join(f'{"s (API calls)":>17}' for _ in PHASES + ('total',)))
+    print(f'{"":>8} {"":<9} ' + ' '.join(f'{"s (API calls)":>17}' for _column in PHASES + ('total',)))
     for (replicas, mode), runs in sorted(results.items()):
         seconds, calls = median_of(runs, 'seconds'), median_of(runs, 'calls')
         cells = ' '.join(f'{seconds[c]:>9.2f} ({calls[c]:>5.0f})' for c in PHASES + ('total',))
@@ -287,7 +287,7 @@ def main() -> int:
     try:
         with KubeCluster(os.path.join(base, 'k8s')) as kube:
             audit_log = os.path.join(kube.state_dir, 'clusters', kube.name, 'logs', 'audit.log')
-            for _ in range(args.rounds):
+            for _round in range(args.rounds):
                 for replicas in counts:
                     for mode in modes:
                         run = one_run(kube, audit_log, base, replicas, args.volume, mode)
