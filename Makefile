@@ -23,7 +23,7 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test integration-host integration-k8s observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab lab clean
+.PHONY: help deps test integration-host integration-k8s observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab bench-k8s lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration, molecule, observability, CI recipes, docs, aap,"
@@ -43,6 +43,7 @@ help:
 	@echo "make release      the changelog's release section from changelogs/fragments (again after a merge)"
 	@echo "make bench-cache  token cache benchmark (1,000,000 rows)"
 	@echo "make bench-sweep  session sweep against redis-cli (1,000,000 sessions)"
+	@echo "make bench-k8s    the runbook at 2, 20 and 100 replicas on kwok against the manual procedure (BENCH_K8S_ARGS=...)"
 
 deps:
 	@bash tools/bootstrap.sh
@@ -200,6 +201,13 @@ bench-sweep: deps
 
 bench-lab: deps
 	$(BIN)/python tests/bench/bench_lab.py
+
+# dr_restore.yml at 2, 20 and 100 replicas on a kwok control plane of its own, against the write-up's manual
+# procedure: wall time and API calls per phase (BENCH_K8S_ARGS="--replicas 2,20 --rounds 3 --volume pvc" narrows it)
+BENCH_K8S_ARGS ?=
+bench-k8s: deps
+	bash tools/k8s/build.sh >/dev/null
+	$(BIN)/python tests/bench/bench_k8s.py $(BENCH_K8S_ARGS)
 
 # The incident lab by hand: make lab CMD=up|snapshot|rotate|restore|status|refresh\ s0|down
 lab: deps

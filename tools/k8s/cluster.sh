@@ -11,6 +11,8 @@
 # VLLM_DR_K8S_NAME names the cluster (default vllm-dr); its state lives under VLLM_DR_K8S_STATE
 # (default ~/.cache/inferops-vllm-dr/clusters). All ports are free ports picked by kwokctl, and every component
 # listens on 127.0.0.1 only (kwokctl.yaml: kwokctl's own default is every address).
+# VLLM_DR_K8S_AUDIT_POLICY, when set, names an audit policy file: the API server then writes an audit log
+# (clusters/<name>/logs/audit.log under the state directory); make bench-k8s counts API calls from it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,6 +43,7 @@ up() {
         --kwok-controller-binary "$bin/kwok" \
         --etcd-binary "$bin/etcd" \
         --enable-crds ClusterLogs,ClusterExec,Logs,Exec \
+        ${VLLM_DR_K8S_AUDIT_POLICY:+--kube-audit-policy "$VLLM_DR_K8S_AUDIT_POLICY"} \
         --wait 120s >&2 || die "kwokctl create cluster failed (see above); logs in $state/clusters/$name/logs"
     # The node the pods land on; kwok manages nodes that carry this annotation.
     "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null <<'EOF'

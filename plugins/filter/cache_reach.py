@@ -1,0 +1,84 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: cache_reach
+short_description: The pods to read and purge the token cache in, from the volume that holds it
+version_added: 0.2.0
+description:
+  - Decides, from the Deployment's pod template, how many copies of the token cache there are and which pods hold
+    them, so that the runbook reads and purges each copy once instead of once per pod.
+  - C(shared) (a PersistentVolumeClaim or a network file system every replica mounts) reads and purges the first pod
+    only; C(per_node) (a hostPath) one pod per node; C(restart) (an emptyDir, a generic ephemeral volume, or the
+    container's own file system) purges in no pod, since the restart replaces every pod and its cache with it, and
+    reads the first pod as evidence; C(per_pod) (any other volume, a subPathExpr, or a relative path with no
+    workingDir) every pod.
+options:
+  _input:
+    description: The Deployment, as kubernetes.core.k8s_info returns it.
+    type: dict
+    required: true
+  pods:
+    description: The Deployment's running pods.
+    type: list
+    elements: dict
+    required: true
+  cache_path:
+    description: The token cache's path inside the container; a relative one is resolved against its workingDir.
+    type: str
+    required: true
+  container:
+    description: The name of the vLLM container.
+    type: str
+    required: true
+author:
+  - inferops SRE (@inferops)
+"""
+
+EXAMPLES = r"""
+- name: The pods that hold a copy of the token cache
+  ansible.builtin.set_fact:
+    reach: "{{ deployment.resources[0] | inferops.vllm_dr.cache_reach(pods, cache_path='/var/lib/vllm/token_cache.db',
+                                                                       container='vllm') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The decision.
+  type: dict
+  contains:
+    strategy:
+      description: One of C(shared), C(per_node), C(restart), C(per_pod).
+      type: str
+    volume:
+      description: The name of the volume that holds the cache, none when it is on the container's file system.
+      type: str
+    kind:
+      description: The volume's kind (C(persistentVolumeClaim), C(emptyDir), ...).
+      type: str
+    inspect:
+      description: The names of the pods to read the cache in.
+      type: list
+      elements: str
+    purge:
+      description: The names of the pods to purge the cache in; empty for C(restart).
+      type: list
+      elements: str
+    reason:
+      description: One line that says why.
+      type: str
+"""
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _cache_reach
+
+
+def cache_reach(deployment, pods, cache_path, container):
+    return _cache_reach(deployment, pods, cache_path, container)
+
+
+class FilterModule:
+    def filters(self):
+        return {'cache_reach': cache_reach}

@@ -1,0 +1,111 @@
+"""Many replicas, one copy of the token cache per volume (vllm_dr_k8s_cache_reach=auto): a volume every replica shares
+is read and purged once; an emptyDir dies with its pod, so the restart alone purges it, with no exec."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+import pytest
+
+from bench.bench_k8s import EmptyDirRuntime
+from harness.k8s import GatewayRuntime, delete_workload, vllm_workload
+from harness.k8s_runbook import report, run
+from lab.labctl import Lab
+
+REPLICAS = 6
+PURGE_TASK = r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache inside each pod, backing it up on the pod\'s volume\] \*+\n'
+INSPECT_TASK = r'TASK \[inferops\.vllm_dr\.restore : Inspect the token cache\] \*+\n'
+
+
+def items(output: str, task: str) -> list:
+    """The loop items a task ran (ok/changed/failed lines; a skipped loop has none)."""
+    block = re.search(task + r'((?:(?:ok|changed|failed|skipping): .*\n)*)', output)
+    assert block, output[-6000:]
+    return re.findall(r'^(?:ok|changed): \[lab -> ([\w./-]+)\] => \(item=', block.group(1), re.MULTILINE)
+
+
+def scaled(kwok, tmp_path, volume: str):
+    # the suite's Workload (conftest), on a Deployment of REPLICAS pods
+    from conftest import Workload  # pylint: disable=import-outside-toplevel,import-error
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=3)
+    namespace = f'vllm-{uuid.uuid4().hex[:8]}'
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        documents = vllm_workload(namespace, lab, replicas=REPLICAS)
+        for doc in documents:
+            if doc['kind'] == 'Deployment' and volume == 'emptyDir':
+                doc['spec']['template']['spec']['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
+        documents = [doc for doc in documents
+                     if volume != 'emptyDir' or doc['kind'] not in ('PersistentVolume', 'PersistentVolumeClaim')]
+        kwok.apply(*documents)
+        kwok.rollout_status(namespace, timeout='600s')
+        with (EmptyDirRuntime if volume == 'emptyDir' else GatewayRuntime)(kwok, namespace, lab) as runtime:
+            work = Workload(kwok, lab, namespace, tmp_path)
+            work.runtime = runtime
+            work.write_inventory(vllm_dr_k8s_cache_reach='auto')
+            assert work.lab.refresh('svc')[0] == 401
+            yield work
+            assert not runtime.errors, runtime.errors
+    finally:
+        delete_workload(kwok, namespace)
+        lab.down()
+
+
+@pytest.fixture
+def shared_workload(kwok, tmp_path):
+    yield from scaled(kwok, tmp_path, 'pvc')
+
+
+@pytest.fixture
+def empty_dir_workload(kwok, tmp_path):
+    yield from scaled(kwok, tmp_path, 'emptyDir')
+
+
+def test_a_cache_on_a_volume_every_replica_shares_is_read_and_purged_once(shared_workload):
+    workload = shared_workload
+    pods = sorted(pod['metadata']['name'] for pod in workload.pods())
+    assert len(pods) == REPLICAS
+
+    rc, output = run(workload)
+    assert rc == 0, output[-6000:]
+    inspected, purged = items(output, INSPECT_TASK), items(output, PURGE_TASK)
+    assert len(inspected) == 1 and purged == inspected, (inspected, purged)
+    result = report(workload)
+    reach = result['diagnosis']['kubernetes']['cache_reach']
+    assert reach['strategy'] == 'shared' and reach['kind'] == 'persistentVolumeClaim'
+    # one copy, one backup, kept on the controller before the purge
+    fetched = [name for _root, _dirs, names in os.walk(result['purge']['backup_dir']) for name in names
+               if name.startswith('token_cache.db')]
+    assert len(fetched) == 1, fetched
+    # and the report still names every pod
+    assert sorted(result['diagnosis']['kubernetes']['pods']) == pods
+    assert result['validation']['failed'] == [], result['validation']
+    assert workload.lab.refresh('svc')[0] == 200
+
+
+def test_a_cache_on_an_empty_dir_is_purged_by_the_restart_with_no_exec(empty_dir_workload):
+    workload = empty_dir_workload
+    pods = sorted(pod['metadata']['name'] for pod in workload.pods())
+    assert len(pods) == REPLICAS
+
+    rc, output = run(workload)
+    assert rc == 0, output[-6000:]
+    # the diagnosis reads one copy as evidence; the purge reaches no pod
+    assert len(items(output, INSPECT_TASK)) == 1
+    assert items(output, PURGE_TASK) == []
+    # and says so, naming every pod the restart purges
+    named = re.search(r'the restart purges it in ([\w, -]+)"', output)
+    assert named and sorted(named.group(1).split(', ')) == pods, output[-6000:]
+    result = report(workload)
+    assert result['diagnosis']['kubernetes']['cache_reach']['strategy'] == 'restart'
+    assert result['diagnosis']['cache']['stale'] is True
+    # replaced by the restart: every pod new, the gateway started on an empty cache, and the refresh works
+    assert not set(pods) & {pod['metadata']['name'] for pod in workload.pods()}
+    assert workload.runtime.restarts
+    assert result['validation']['failed'] == [], result['validation']
+    assert workload.lab.refresh('svc')[0] == 200
