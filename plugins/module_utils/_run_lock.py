@@ -89,19 +89,25 @@ def acquire(backend, owner: str, duration: int, now: float, force: bool = False,
     Each change is conditional on the version read, so two runs can never both take one lock.
     """
     current = backend.read()
-    if current is None:
+    try:
+        if current is None:
+            if not check_mode:
+                backend.create(owner, duration, now)
+            return _outcome('acquired', None, backend, owner, now, duration)
+        if current.owner == owner:
+            if not check_mode:
+                backend.replace(current, owner, duration, now, current.acquired_at)
+            return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
+        if not (force or current.expired(now)):
+            raise LockHeld(backend.where, current, now)
         if not check_mode:
-            backend.create(owner, duration, now)
-        return _outcome('acquired', None, backend, owner, now, duration)
-    if current.owner == owner:
-        if not check_mode:
-            backend.replace(current, owner, duration, now, current.acquired_at)
-        return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
-    if not (force or current.expired(now)):
-        raise LockHeld(backend.where, current, now)
-    if not check_mode:
-        backend.replace(current, owner, duration, now, now)
-    return _outcome('taken_over', current, backend, owner, now, duration)
+            backend.replace(current, owner, duration, now, now)
+        return _outcome('taken_over', current, backend, owner, now, duration)
+    except LockHeld as exc:
+        # another host of the same run (hosts sharing one store, in parallel) took it first: it is this run's
+        if exc.holder.owner != owner:
+            raise
+        return _outcome('renewed', None, backend, owner, now, duration, since=exc.holder.acquired_at)
 
 
 def _outcome(action, previous, backend, owner, now, duration, since=None) -> dict:

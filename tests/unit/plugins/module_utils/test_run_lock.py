@@ -189,3 +189,29 @@ def test_bad_options_fail_with_one_line_before_anything_is_touched(redis_server,
                                               'owner': ALICE}, **args), capsys)
     assert result['failed'] and result['msg'] == message
     assert redis_server.client().keys('*') == []
+
+
+def test_hosts_of_one_run_racing_for_the_lock_share_it(store_params):
+    lock, store = _lock(store_params)
+    try:
+        # the other host of the run created the lock between this host's read and its create
+        lock.create(ALICE, 60, current_time())
+        assert acquire(_Unread(lock), ALICE, 60, current_time())['action'] == 'renewed'
+        with pytest.raises(LockHeld):
+            acquire(_Unread(lock), BOB, 60, current_time())
+    finally:
+        store.close()
+
+
+class _Unread:
+    """The lock as a host saw it just before another host created it: free."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self.where = lock.where
+
+    def read(self):
+        return None
+
+    def create(self, owner, duration, now):
+        return self._lock.create(owner, duration, now)
