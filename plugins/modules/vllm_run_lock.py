@@ -14,7 +14,7 @@ description:
   - A recovery run takes the lock of its target before its first change and gives it back at the end, so that
     two runs (a scheduled one and a manual one) never purge, sweep and restart the same target at once.
   - The lock has an owner (O(owner), the run's identity), the moment it was taken, and a lifetime
-    (O(duration)): the lock of a run that died expires by itself.
+    (O(duration)), so the lock of a run that died expires by itself.
   - With O(lock=store) the lock lives in the session store (the same connection options as
     M(inferops.vllm_dr.vllm_session_sweep)). In Redis it is the string key C(vllm_dr:lock:<name>), taken with
     C(SET NX PX); renewed, taken over and deleted by a compare-and-set script, so only the value read is ever
@@ -83,7 +83,7 @@ options:
   duration:
     description:
       - Seconds the lock lasts from the moment it is taken or renewed, V(1) to V(86400). Give more than the whole
-        run takes, including the rollout wait: a run that dies keeps others out this long.
+        run takes, including the rollout wait; a run that dies keeps others out this long.
     type: int
     default: 1800
   force:
@@ -138,7 +138,7 @@ action:
   description:
     - What was done, or would be in check mode. V(acquired), V(renewed) (the owner held it already),
       V(taken_over) (it had expired, or O(force=true)), V(released), V(absent) (no lock to release),
-      V(held_by_other) (release refused: another run holds it).
+      V(held_by_other) (release refused, another run holds it).
   type: str
   returned: success
   sample: acquired
