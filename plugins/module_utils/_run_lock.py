@@ -399,7 +399,6 @@ class LeaseLock:
                 raise StoreError(self._failed('delete', exc)) from None
 
 
-
 def open_lock(params: dict):
     """(the lock named by the module's options, the store to close afterwards or None)."""
     check_duration(params['duration'])

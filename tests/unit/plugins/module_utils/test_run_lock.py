@@ -185,8 +185,8 @@ def test_the_module_refuses_a_second_owner_and_releases_for_the_first(redis_serv
     ({'lock': 'lease'}, 'lock is lease but all of the following are missing: namespace'),
 ])
 def test_bad_options_fail_with_one_line_before_anything_is_touched(redis_server, capsys, args, message):
-    result = run_module(vllm_run_lock, dict({'login_host': '127.0.0.1', 'login_port': redis_server.port,
-                                              'owner': ALICE}, **args), capsys)
+    options = {'login_host': '127.0.0.1', 'login_port': redis_server.port, 'owner': ALICE}
+    result = run_module(vllm_run_lock, dict(options, **args), capsys)
     assert result['failed'] and result['msg'] == message
     assert redis_server.client().keys('*') == []
 
