@@ -75,6 +75,7 @@ def test_the_lock_of_a_crashed_run_expires_and_the_next_run_takes_it(lab):
     time.sleep(1.2)
     rc, output = run(lab)
     assert rc == 0, output[-3000:]
+    assert re.search(TAKE, output).group(1) == 'changed'
     assert store(lab).exists(KEY) == 0
 
 
