@@ -17,7 +17,7 @@ import urllib.parse
 from ansible.module_utils.urls import Request
 
 from ._http_options import HttpOptionError, check_file, check_http_url
-from ._session_errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 
 
 class Introspector:

@@ -198,8 +198,8 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._http_options imp
     HttpOptionError, check_file, check_headers, check_http_url, check_timeout)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
     HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, refresh)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
     SESSION_STORE_RULES, open_store, session_store_argument_spec)
 
 

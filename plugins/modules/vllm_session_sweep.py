@@ -311,8 +311,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
     SESSION_STORE_RULES, check_store_params, open_store, session_store_argument_spec)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import (
     SweepError, SweepOptions, Sweeper, report, restore)

@@ -129,7 +129,7 @@ def test_missing_session_fails_with_one_line(capsys, lab):
 
 
 def test_write_back_compares_and_sets(capsys, redis_server):
-    from ansible_collections.inferops.vllm_dr.plugins.module_utils._session_store import (
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
         open_store, session_store_argument_spec)
 
     params = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}

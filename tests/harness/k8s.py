@@ -93,6 +93,17 @@ class KubeCluster:
         with open(os.path.join(cluster_dir, 'pids', f'{name}.pid'), 'w', encoding='utf-8') as handle:
             handle.write(str(process.pid))
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Wait until the API server answers /readyz again (after start_component)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.kubectl('get', '--raw', '/readyz')
+                return
+            except KubeError:
+                assert time.monotonic() < deadline, 'the API server did not come back'
+                time.sleep(0.5)
+
     @property
     def kubectl_path(self) -> str:
         return os.path.join(self.bin_dir, 'kubectl')

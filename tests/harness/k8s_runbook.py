@@ -22,15 +22,15 @@ def run(workload, *extra, inventory=None):
     return playbook(inventory or workload.inventory_path, 'dr_restore.yml', *extra, env=workload.kube.env)
 
 
-def when(condition, action, timeout: float = 300) -> threading.Thread:
-    """Call action() once, as soon as condition() holds (polled every 0.05 s): a fault injected at a given step."""
+def when(condition, action, timeout: float = 300, every: float = 0.05) -> threading.Thread:
+    """Call action() once, as soon as condition() holds (polled every `every` s): a fault injected at a given step."""
     def watch():
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if condition():
                 action()
                 return
-            time.sleep(0.05)
+            time.sleep(every)
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread

@@ -176,6 +176,10 @@ class EtcdStore:
             kind, text = classify_etcd_error(exc)
             raise StoreError(self._message(kind, text, path), refused=kind in _REFUSED) from None
 
+    def call(self, path: str, payload: dict) -> dict:
+        """One call to the v3 JSON API (the run lock's, _run_lock.py); a failure is a one-line StoreError."""
+        return self._call(path, payload)
+
     # ---- the partition interface (etcd is one partition) ------------------------------------
 
     def partitions(self):

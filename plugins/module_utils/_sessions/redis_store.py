@@ -1294,6 +1294,14 @@ class RedisStore:
     def _key_client(self):
         return self._cluster_client if self._cluster_client is not None else self._partitions[0].client
 
+    def lock_client(self):
+        """The client that reaches the primary owning a key, for the run lock (_run_lock.py)."""
+        return self._key_client()
+
+    def describe(self, exc: BaseException) -> str:
+        """One line for a failed call to this store: what happened and which option fixes it."""
+        return _describe_error(exc, self.location)
+
     def get_session(self, session_id: str):
         """The fields of one session hash, or None."""
         key = (self.prefix + session_id).encode('utf-8')

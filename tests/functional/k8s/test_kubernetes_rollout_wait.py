@@ -47,14 +47,7 @@ def test_rollout_wait_outlasts_an_api_server_restart_and_completes(workload):
             assert thread.is_alive(), outcome['output'][-4000:]  # the run did not give up on the first failed read
         finally:
             kube.start_component('kube-apiserver', argv)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                kube.kubectl('get', '--raw', '/readyz')
-                break
-            except KubeError:
-                assert time.monotonic() < deadline, 'the API server did not come back'
-                time.sleep(0.5)
+        kube.wait_ready()
         # the pods' stand-in kubelet could not read the API server meanwhile either: that was the point
         workload.runtime.errors.clear()
     finally:

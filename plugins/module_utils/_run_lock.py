@@ -1,0 +1,413 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The run lock: one recovery run at a time per target.
+
+A lock has an owner (the run's identity), the moment it was taken and a duration after
+which it expires, so that the lock of a run that crashed frees itself. Three places keep it:
+
+- Redis: a string key set with ``SET NX PX``; renewed, taken over and released by one
+  compare-and-set script, so only the value that was read is ever replaced or deleted.
+- etcd: a key bound to an etcd lease, created by a transaction that requires the key to
+  be absent (create_revision 0); replaced or deleted only at the mod_revision read.
+- Kubernetes: a ``coordination.k8s.io/v1`` Lease, created (409: someone holds it), taken
+  over and renewed by a replace guarded by its resourceVersion, deleted with that
+  resourceVersion as precondition.
+
+``acquire`` and ``release`` hold the decisions; the backends only read, create, replace
+and delete. Private helper of the inferops.vllm_dr collection; not a public API.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import traceback
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, server_words
+
+KUBERNETES_IMPORT_ERROR = None
+try:
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3.exceptions import HTTPError as Urllib3Error
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+REDIS_KEY_PREFIX = 'vllm_dr:lock:'
+ETCD_KEY_PREFIX = 'vllm_dr/lock/'
+FORCE_OPTION = 'vllm_dr_force_unlock=true'
+
+
+class LockHeld(StoreError):
+    """The lock is held by another run; the message is the one line the operator reads."""
+
+    def __init__(self, where: str, holder: 'Holder', now: float):
+        self.where, self.holder = where, holder
+        super().__init__(refusal(where, holder, now), refused=True)
+
+
+class Holder:
+    """Who holds a lock, since when, until when (epoch seconds), and the backend's version of it."""
+
+    def __init__(self, owner: str, acquired_at: float, expires_at: float, version=None):
+        self.owner, self.acquired_at, self.expires_at, self.version = owner, acquired_at, expires_at, version
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at <= now
+
+    def as_dict(self) -> dict:
+        return {'owner': self.owner, 'acquired_at': iso(self.acquired_at), 'expires_at': iso(self.expires_at)}
+
+
+def iso(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def refusal(where: str, holder: Holder, now: float) -> str:
+    left = max(0, int(holder.expires_at - now + 0.999))
+    return (f'{where} is held by {holder.owner} since {iso(holder.acquired_at)}, until {iso(holder.expires_at)} '
+            f'(expires in {left} s): another recovery run is working on this target; wait for it to end, or, if '
+            f'that run is dead, wait until the lock expires or re-run with {FORCE_OPTION}')
+
+
+def check_duration(duration: int) -> None:
+    if not 1 <= duration <= 86400:
+        raise StoreError(f'duration {duration} is out of range; give the seconds the lock lasts without renewal, '
+                         '1 to 86400, longer than the whole run (default 1800)')
+
+
+def acquire(backend, owner: str, duration: int, now: float, force: bool = False, check_mode: bool = False) -> dict:
+    """Take the lock for ``owner``, renew it when ``owner`` holds it already, or refuse with LockHeld.
+
+    An expired lock is taken over; with ``force``, a lock another run holds is too (its holder is returned).
+    Each change is conditional on the version read, so two runs can never both take one lock.
+    """
+    current = backend.read()
+    try:
+        if current is None:
+            if not check_mode:
+                backend.create(owner, duration, now)
+            return _outcome('acquired', None, backend, owner, now, duration)
+        if current.owner == owner:
+            if not check_mode:
+                backend.replace(current, owner, duration, now, current.acquired_at)
+            return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
+        if not (force or current.expired(now)):
+            raise LockHeld(backend.where, current, now)
+        if not check_mode:
+            backend.replace(current, owner, duration, now, now)
+        return _outcome('taken_over', current, backend, owner, now, duration)
+    except LockHeld as exc:
+        # another host of the same run (hosts sharing one store, in parallel) took it first: it is this run's
+        if exc.holder.owner != owner:
+            raise
+        return _outcome('renewed', None, backend, owner, now, duration, since=exc.holder.acquired_at)
+
+
+def _outcome(action, previous, backend, owner, now, duration, since=None) -> dict:
+    return {'action': action, 'lock': backend.where,
+            'holder': Holder(owner, since or now, now + duration).as_dict(),
+            'previous_holder': previous.as_dict() if previous else None}
+
+
+def release(backend, owner: str, now: float, force: bool = False, check_mode: bool = False) -> dict:
+    """Remove the lock if ``owner`` holds it (or anyone, with ``force``); a lock another run holds is left alone."""
+    current = backend.read()
+    if current is None:
+        return {'action': 'absent', 'lock': backend.where, 'holder': None, 'previous_holder': None}
+    if current.owner != owner and not force:
+        return {'action': 'held_by_other', 'lock': backend.where, 'holder': current.as_dict(), 'previous_holder': None}
+    if not check_mode:
+        backend.delete(current)
+    return {'action': 'released', 'lock': backend.where, 'holder': None, 'previous_holder': current.as_dict()}
+
+
+def _record(owner: str, acquired_at: float) -> bytes:
+    return json.dumps({'holder': owner, 'acquired_at': acquired_at}, sort_keys=True).encode()
+
+
+def _parse_record(raw: bytes, where: str):
+    """(owner, acquired_at) of a stored lock value; a value no run lock wrote is refused, not overwritten."""
+    try:
+        document = json.loads(raw)
+        return str(document['holder']), float(document['acquired_at'])
+    except (ValueError, TypeError, KeyError):
+        raise StoreError(f'{where} holds a value that is not a run lock; check the lock name, '
+                         'or delete that key if nothing else uses it') from None
+
+
+def _lost_race(backend, now: float):
+    """The lock changed between the read and the write: another run got there first."""
+    holder = backend.read()
+    if holder is None:
+        return StoreError(f'{backend.where} changed while it was taken; re-run')
+    return LockHeld(backend.where, holder, now)
+
+
+# ---- Redis ------------------------------------------------------------------------------------
+
+# KEYS[1] the lock; ARGV: the value read, then the new value and its lifetime in ms (an empty new value deletes).
+# The key is changed only while it still holds the value read: the owner's check and the write are one step.
+COMPARE_AND_SET_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('UNLINK', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
+"""
+
+
+class RedisLock:
+    """A run lock as a Redis string key; ``client`` is a redis-py client (standalone, Sentinel primary or cluster)."""
+
+    def __init__(self, client, name: str, describe):
+        self.client = client
+        self.key = (REDIS_KEY_PREFIX + name).encode('utf-8')
+        self.where = f'the run lock {self.key.decode()} in Redis'
+        self._describe = describe
+        self._compare_and_set = client.register_script(COMPARE_AND_SET_SCRIPT)
+
+    def _guarded(self, action):
+        import redis  # pylint: disable=import-outside-toplevel  # present: the store was opened with it
+        try:
+            return action()
+        except redis.RedisError as exc:
+            raise StoreError(self._describe(exc)) from None
+
+    def read(self):
+        def get():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(self.key)
+            pipe.pttl(self.key)
+            return pipe.execute()
+        raw, ttl_ms = self._guarded(get)
+        if raw is None or ttl_ms == -2:  # -2: it expired between the two reads
+            return None
+        owner, acquired_at = _parse_record(raw, self.where)
+        expires_at = current_time() + ttl_ms / 1000.0 if ttl_ms >= 0 else float('inf')
+        return Holder(owner, acquired_at, expires_at, version=raw)
+
+    def create(self, owner: str, duration: int, now: float) -> None:
+        if not self._guarded(lambda: self.client.set(self.key, _record(owner, now), nx=True, px=duration * 1000)):
+            raise _lost_race(self, now)
+
+    def replace(self, current: Holder, owner: str, duration: int, now: float, acquired_at: float) -> None:
+        done = self._guarded(lambda: self._compare_and_set(
+            keys=[self.key], args=[current.version, _record(owner, acquired_at), duration * 1000]))
+        if not done:
+            raise _lost_race(self, now)
+
+    def delete(self, current: Holder) -> None:
+        # 0: it changed meanwhile (expired, taken over): no longer this run's to delete
+        self._guarded(lambda: self._compare_and_set(keys=[self.key], args=[current.version, '', 0]))
+
+
+def current_time() -> float:
+    return datetime.datetime.now(datetime.timezone.utc).timestamp()
+
+
+# ---- etcd -------------------------------------------------------------------------------------
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode('ascii')
+
+
+class EtcdLock:
+    """A run lock as an etcd key bound to an etcd lease; ``call(path, payload)`` posts to the v3 JSON API."""
+
+    def __init__(self, call, name: str):
+        self.call = call
+        self.key = (ETCD_KEY_PREFIX + name).encode('utf-8')
+        self.where = f'the run lock {self.key.decode()} in etcd'
+
+    def read(self):
+        kvs = self.call('/kv/range', {'key': _b64(self.key)}).get('kvs', [])
+        if not kvs:
+            return None
+        owner, acquired_at = _parse_record(base64.b64decode(kvs[0].get('value', '')), self.where)
+        lease = int(kvs[0].get('lease', 0))
+        expires_at = float('inf')
+        if lease:
+            ttl = int(self.call('/lease/timetolive', {'ID': lease}).get('TTL', -1))
+            expires_at = current_time() + max(ttl, 0)
+        return Holder(owner, acquired_at, expires_at, version=(int(kvs[0]['mod_revision']), lease))
+
+    def _grant(self, duration: int) -> int:
+        return int(self.call('/lease/grant', {'TTL': duration})['ID'])
+
+    def _revoke(self, lease: int) -> None:
+        if lease:
+            try:
+                self.call('/lease/revoke', {'ID': lease})
+            except StoreError:
+                pass  # a lease already gone (expired) frees nothing more
+
+    def _put_if(self, compare: dict, owner: str, acquired_at: float, duration: int, now: float) -> None:
+        lease = self._grant(duration)
+        put = {'request_put': {'key': _b64(self.key), 'value': _b64(_record(owner, acquired_at)), 'lease': lease}}
+        reply = self.call('/kv/txn', {'compare': [dict(compare, key=_b64(self.key))], 'success': [put]})
+        if not reply.get('succeeded'):
+            self._revoke(lease)
+            raise _lost_race(self, now)
+
+    def create(self, owner: str, duration: int, now: float) -> None:
+        self._put_if({'target': 'CREATE', 'result': 'EQUAL', 'create_revision': 0}, owner, now, duration, now)
+
+    def replace(self, current: Holder, owner: str, duration: int, now: float, acquired_at: float) -> None:
+        revision, lease = current.version
+        self._put_if({'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}, owner, acquired_at, duration, now)
+        self._revoke(lease)
+
+    def delete(self, current: Holder) -> None:
+        revision, lease = current.version
+        reply = self.call('/kv/txn', {
+            'compare': [{'key': _b64(self.key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}],
+            'success': [{'request_delete_range': {'key': _b64(self.key)}}]})
+        if reply.get('succeeded'):
+            self._revoke(lease)
+
+
+# ---- Kubernetes -------------------------------------------------------------------------------
+
+def _micro_time(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+
+
+def kube_api_client(auth: dict):
+    """A kubernetes ApiClient from kubernetes.core's connection options (vllm_dr_k8s_auth)."""
+    if KUBERNETES_IMPORT_ERROR:
+        raise StoreError('the kubernetes Python library is required for the Lease lock; install it on the host '
+                         'that runs the module: pip install kubernetes')
+    auth = auth or {}
+    try:
+        if auth.get('host'):
+            configuration = kube_client.Configuration()
+            configuration.host = auth['host']
+            if auth.get('api_key'):
+                configuration.api_key = {'BearerToken': auth['api_key']}
+                configuration.api_key_prefix = {'BearerToken': 'Bearer'}
+            configuration.verify_ssl = bool(auth.get('validate_certs', True))
+            configuration.ssl_ca_cert = auth.get('ca_cert')
+            configuration.cert_file = auth.get('client_cert')
+            configuration.key_file = auth.get('client_key')
+            return kube_client.ApiClient(configuration)
+        kubeconfig = auth.get('kubeconfig')
+        if isinstance(kubeconfig, dict):
+            return kube_config.new_client_from_config_dict(kubeconfig, context=auth.get('context'))
+        if not kubeconfig and not os.environ.get('KUBECONFIG') and os.environ.get('KUBERNETES_SERVICE_HOST') \
+                and not os.path.exists(os.path.expanduser('~/.kube/config')):
+            configuration = kube_client.Configuration()
+            kube_config.load_incluster_config(client_configuration=configuration)
+            return kube_client.ApiClient(configuration)
+        return kube_config.new_client_from_config(config_file=kubeconfig, context=auth.get('context'))
+    except (ConfigException, OSError, ValueError) as exc:
+        raise StoreError(f'cannot load the Kubernetes connection ({server_words(str(exc)) or type(exc).__name__}); '
+                         'check vllm_dr_k8s_auth (kubeconfig, context, host, api_key)') from None
+
+
+class LeaseLock:
+    """A run lock as a coordination.k8s.io/v1 Lease in ``namespace``."""
+
+    def __init__(self, api_client, namespace: str, name: str):
+        self.api = kube_client.CoordinationV1Api(api_client)
+        self.namespace, self.name = namespace, name
+        self.where = f'the run lock Lease {name} in namespace {namespace}'
+
+    def _call(self, verb: str, action):
+        try:
+            return action()
+        except ApiException as exc:
+            if exc.status == 403:
+                raise StoreError(f'the API server denied {verb} on Lease {self.name} in namespace {self.namespace} '
+                                 '(HTTP 403); grant get, create, update and delete on leases (coordination.k8s.io) '
+                                 'in that namespace, as roles/restore/files/rbac.yml does') from None
+            if exc.status == 401:
+                raise StoreError('the API server rejected the credentials (HTTP 401); check vllm_dr_k8s_auth') from None
+            raise
+        except Urllib3Error as exc:
+            raise StoreError(f'cannot reach the API server to {verb} Lease {self.name} in namespace {self.namespace} '
+                             f'({type(exc).__name__}); check vllm_dr_k8s_auth and that the API server is up, '
+                             'then re-run') from None
+
+    def _body(self, owner: str, acquired_at: float, duration: int, now: float, version=None, transitions=0) -> dict:
+        metadata = {'name': self.name, 'namespace': self.namespace,
+                    'labels': {'app.kubernetes.io/managed-by': 'inferops.vllm_dr'}}
+        if version is not None:
+            metadata['resourceVersion'] = version
+        return {'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease', 'metadata': metadata,
+                'spec': {'holderIdentity': owner, 'acquireTime': _micro_time(acquired_at),
+                         'renewTime': _micro_time(now), 'leaseDurationSeconds': duration,
+                         'leaseTransitions': transitions}}
+
+    def read(self):
+        try:
+            lease = self._call('read', lambda: self.api.read_namespaced_lease(self.name, self.namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise StoreError(self._failed('read', exc)) from None
+        spec = lease.spec
+        if spec is None or not spec.holder_identity:
+            # a Lease without holder: free, but replaced only at the version read
+            return Holder('', 0.0, 0.0, version=(lease.metadata.resource_version, 0))
+        acquired = spec.acquire_time.timestamp() if spec.acquire_time else 0.0
+        renewed = spec.renew_time.timestamp() if spec.renew_time else acquired
+        return Holder(spec.holder_identity, acquired, renewed + (spec.lease_duration_seconds or 0),
+                      version=(lease.metadata.resource_version, spec.lease_transitions or 0))
+
+    def _failed(self, verb: str, exc) -> str:
+        return (f'the API server failed to {verb} Lease {self.name} in namespace {self.namespace} '
+                f'(HTTP {exc.status} {server_words(exc.reason or "")}); check the namespace and re-run')
+
+    def create(self, owner: str, duration: int, now: float) -> None:
+        body = self._body(owner, now, duration, now)
+        try:
+            self._call('create', lambda: self.api.create_namespaced_lease(self.namespace, body))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise StoreError(self._failed('create', exc)) from None
+            # created by someone else since it was read
+            raise _lost_race(self, now) from None
+
+    def replace(self, current: Holder, owner: str, duration: int, now: float, acquired_at: float) -> None:
+        version, transitions = current.version
+        body = self._body(owner, acquired_at, duration, now, version=version,
+                          transitions=transitions + (current.owner != owner))
+        try:
+            self._call('update', lambda: self.api.replace_namespaced_lease(self.name, self.namespace, body))
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise StoreError(self._failed('update', exc)) from None
+            raise _lost_race(self, now) from None
+
+    def delete(self, current: Holder) -> None:
+        version = current.version[0]
+        options = kube_client.V1DeleteOptions(preconditions=kube_client.V1Preconditions(resource_version=version))
+        try:
+            self._call('delete', lambda: self.api.delete_namespaced_lease(self.name, self.namespace, body=options))
+        except ApiException as exc:
+            # 404 gone already, 409 changed meanwhile (expired and taken over): no longer this run's to delete
+            if exc.status not in (404, 409):
+                raise StoreError(self._failed('delete', exc)) from None
+
+
+def open_lock(params: dict):
+    """(the lock named by the module's options, the store to close afterwards or None)."""
+    check_duration(params['duration'])
+    if params['lock'] == 'lease':
+        if not params['namespace']:
+            raise StoreError('lock=lease needs namespace, the namespace of the workload the lock guards')
+        return LeaseLock(kube_api_client(params['k8s_auth']), params['namespace'], params['name']), None
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store  # pylint: disable=import-outside-toplevel
+    store = open_store(params)
+    if store.backend == 'etcd':
+        return EtcdLock(store.call, params['name']), store
+    return RedisLock(store.lock_client(), params['name'], store.describe), store
