@@ -20,7 +20,7 @@ import pytest
 import redis
 import yaml
 
-from harness.secret_scan import find_leaks, idp_tokens
+from harness.secret_scan import files_under, find_leaks, idp_tokens
 from harness.sessions import dump_redis
 from lab.labctl import Lab
 
@@ -244,7 +244,8 @@ def test_restore_then_rollback_jobs_run_unprivileged_with_a_read_only_collection
     outputs = [path for ident in ('restore', 'rollback')
                for path in [os.path.join(awx['base'], ident, 'artifacts', ident, 'stdout')]
                + glob.glob(os.path.join(awx['base'], ident, 'artifacts', ident, 'job_events', '*.json'))]
-    outputs += [os.path.join(reports, name) for name in os.listdir(reports)]
+    # every report, the fleet report's directory included
+    outputs += list(files_under(reports))
     assert len(outputs) > 20
     assert find_leaks(secrets, {'restore stdout': restore['stdout'], 'rollback stdout': rollback['stdout']},
                       outputs) == []

@@ -1300,7 +1300,7 @@ class RedisStore:
 
     def describe(self, exc: BaseException) -> str:
         """One line for a failed call to this store: what happened and which option fixes it."""
-        return _describe_error(exc, self.location)
+        return describe_redis_error(exc, self.location)
 
     def get_session(self, session_id: str):
         """The fields of one session hash, or None."""
