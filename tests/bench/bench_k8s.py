@@ -80,16 +80,14 @@ class EmptyDirRuntime(GatewayRuntime):
 
 
 def workload_documents(namespace: str, lab, replicas: int, volume: str) -> list:
-    documents = [doc for doc in vllm_workload(namespace, lab, replicas)
-                 if not (volume == 'emptyDir' and doc['kind'] in ('PersistentVolume', 'PersistentVolumeClaim', 'ClusterExec'))]
+    # an emptyDir cache gets one kwok Exec per pod (pod_directories) instead of the namespace's one
+    documents = [doc for doc in vllm_workload(namespace, lab, replicas, cache_volume=volume)
+                 if not (volume == 'emptyDir' and doc['kind'] == 'ClusterExec')]
     data_dir = os.path.dirname(lab.cache_path)
     for doc in documents:
         if doc['kind'] == 'Deployment':
             doc['spec']['strategy'] = {'type': 'RollingUpdate', 'rollingUpdate': {'maxSurge': '25%', 'maxUnavailable': '25%'}}
-            spec = doc['spec']['template']['spec']
-            spec['containers'][0]['workingDir'] = data_dir
-            if volume == 'emptyDir':
-                spec['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
+            doc['spec']['template']['spec']['containers'][0]['workingDir'] = data_dir
     documents += [
         {'apiVersion': 'v1', 'kind': 'ServiceAccount', 'metadata': {'name': IDENTITY, 'namespace': namespace}},
         {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'RoleBinding',

@@ -147,8 +147,9 @@ def pod_log_path(lab) -> str:
     return os.path.join(os.path.dirname(lab.log_path), 'vllm.cri.log')
 
 
-def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
-    """The incident's workload for `lab`, in `namespace`."""
+def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'pvc') -> list:
+    """The incident's workload for `lab`, in `namespace`; the cache on a volume every replica shares (`pvc`), or on
+    an `emptyDir` of each pod (no PersistentVolume nor claim then)."""
     data_dir = os.path.dirname(lab.cache_path)
     with open(lab.config_path, encoding='utf-8') as handle:
         config_text = CONFIG_NOTE + handle.read()
@@ -163,7 +164,9 @@ def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
         'volumes': [{'name': 'vllm-data', 'persistentVolumeClaim': {'claimName': 'vllm-pvc'}},
                     {'name': 'config', 'configMap': {'name': 'vllm-config'}}],
     }
-    return [
+    if cache_volume == 'emptyDir':
+        pod_spec['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
+    documents = [
         {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
         {'apiVersion': 'v1', 'kind': 'PersistentVolume',
          'metadata': {'name': f'{namespace}-data'},
@@ -189,6 +192,9 @@ def vllm_workload(namespace: str, lab, replicas: int = 2) -> list:
          'spec': {'selector': {'matchNamespaces': [namespace]},
                   'execs': [{'containers': ['vllm'], 'local': {'workDir': data_dir}}]}},
     ]
+    if cache_volume == 'emptyDir':
+        documents = [doc for doc in documents if doc['kind'] not in ('PersistentVolume', 'PersistentVolumeClaim')]
+    return documents
 
 
 def delete_workload(cluster: KubeCluster, namespace: str) -> None:

@@ -70,7 +70,10 @@ class Workload:
         return self.kube.running_pods(self.namespace)
 
 
-def _workload(kwok, tmp_path, incident: bool):
+def lab_workload(kwok, tmp_path, incident: bool, replicas: int = 2, cache_volume: str = 'pvc',
+                 runtime=GatewayRuntime, rollout_timeout: str = '120s'):
+    """A lab (after the incident: snapshot, rotation at the provider, restore) behind a `vllm` Deployment of
+    `replicas` pods in a namespace of its own, rolled out; yields the Workload and removes both after."""
     lab = Lab(str(tmp_path / 'lab'))
     lab.up(sessions=3)
     namespace = f'vllm-{uuid.uuid4().hex[:8]}'
@@ -79,13 +82,13 @@ def _workload(kwok, tmp_path, incident: bool):
             lab.snapshot()
             lab.rotate()
             lab.restore()
-        kwok.apply(*vllm_workload(namespace, lab))
-        kwok.rollout_status(namespace)
-        with GatewayRuntime(kwok, namespace, lab) as runtime:
+        kwok.apply(*vllm_workload(namespace, lab, replicas, cache_volume=cache_volume))
+        kwok.rollout_status(namespace, timeout=rollout_timeout)
+        with runtime(kwok, namespace, lab) as running:
             work = Workload(kwok, lab, namespace, tmp_path)
-            work.runtime = runtime
+            work.runtime = running
             yield work
-            assert not runtime.errors, runtime.errors
+            assert not running.errors, running.errors
     finally:
         delete_workload(kwok, namespace)
         lab.down()
@@ -94,17 +97,17 @@ def _workload(kwok, tmp_path, incident: bool):
 @pytest.fixture
 def workload(kwok, tmp_path):
     """After the incident: snapshot, rotation at the provider, restore; the Deployment rolled out with 2 pods."""
-    yield from _workload(kwok, tmp_path, incident=True)
+    yield from lab_workload(kwok, tmp_path, incident=True)
 
 
 @pytest.fixture
 def healthy_workload(kwok, tmp_path):
     """Before the incident: the Deployment rolled out with 2 pods, every session current (for the drill)."""
-    yield from _workload(kwok, tmp_path, incident=False)
+    yield from lab_workload(kwok, tmp_path, incident=False)
 
 
 @pytest.fixture
 def other_workload(kwok, tmp_path):
     """A second workload after the incident, in a namespace and with a lab of its own (runs over several targets)."""
     (tmp_path / 'other').mkdir()
-    yield from _workload(kwok, tmp_path / 'other', incident=True)
+    yield from lab_workload(kwok, tmp_path / 'other', incident=True)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 
 import pytest
 
 from bench.bench_k8s import EmptyDirRuntime
-from harness.k8s import GatewayRuntime, delete_workload, vllm_workload
+from harness.k8s import GatewayRuntime
 from harness.k8s_runbook import report, run
-from lab.labctl import Lab
 
 REPLICAS = 6
 PURGE_TASK = r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache inside each pod, backing it up on the pod\'s volume\] \*+\n'
@@ -27,33 +25,14 @@ def items(output: str, task: str) -> list:
 
 
 def scaled(kwok, tmp_path, volume: str):
-    # the suite's Workload (conftest), on a Deployment of REPLICAS pods
-    from conftest import Workload  # pylint: disable=import-outside-toplevel,import-error
-    lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=3)
-    namespace = f'vllm-{uuid.uuid4().hex[:8]}'
-    try:
-        lab.snapshot()
-        lab.rotate()
-        lab.restore()
-        documents = vllm_workload(namespace, lab, replicas=REPLICAS)
-        for doc in documents:
-            if doc['kind'] == 'Deployment' and volume == 'emptyDir':
-                doc['spec']['template']['spec']['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
-        documents = [doc for doc in documents
-                     if volume != 'emptyDir' or doc['kind'] not in ('PersistentVolume', 'PersistentVolumeClaim')]
-        kwok.apply(*documents)
-        kwok.rollout_status(namespace, timeout='600s')
-        with (EmptyDirRuntime if volume == 'emptyDir' else GatewayRuntime)(kwok, namespace, lab) as runtime:
-            work = Workload(kwok, lab, namespace, tmp_path)
-            work.runtime = runtime
-            work.write_inventory(vllm_dr_k8s_cache_reach='auto')
-            assert work.lab.refresh('svc')[0] == 401
-            yield work
-            assert not runtime.errors, runtime.errors
-    finally:
-        delete_workload(kwok, namespace)
-        lab.down()
+    # the suite's lab workload (conftest), on a Deployment of REPLICAS pods
+    from conftest import lab_workload  # pylint: disable=import-outside-toplevel,import-error
+    runtime = EmptyDirRuntime if volume == 'emptyDir' else GatewayRuntime
+    for work in lab_workload(kwok, tmp_path, incident=True, replicas=REPLICAS, cache_volume=volume, runtime=runtime,
+                             rollout_timeout='600s'):
+        work.write_inventory(vllm_dr_k8s_cache_reach='auto')
+        assert work.lab.refresh('svc')[0] == 401
+        yield work
 
 
 @pytest.fixture
