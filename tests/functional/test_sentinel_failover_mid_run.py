@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_store as _redis_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_connection
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_refresh_probe
 from harness.backups import restorable
 from harness.json_http import JsonAnswers
@@ -149,14 +149,14 @@ def test_a_write_back_the_failover_lost_is_a_failure_naming_where_the_token_went
         for server in (took, other):
             server.client().hset(PREFIX + 'probe', mapping=session('probe', str(int(time.time() + 600))))
         named = []
-        settled = _redis_store.RedisStore._settled_master  # pylint: disable=protected-access
+        settled = redis_connection.settled_master
 
         def failover_after_the_write(*args):
             named.append(settled(*args))
             # connect, then the write-back: the server the Sentinel names; then the new primary
             return named[-1] if len(named) < 3 else ('127.0.0.1', other.port)
 
-        monkeypatch.setattr(_redis_store.RedisStore, '_settled_master', staticmethod(failover_after_the_write))
+        monkeypatch.setattr(redis_connection, 'settled_master', failover_after_the_write)
         with serving(_Rotating) as url:
             result = run_module(vllm_refresh_probe, sentinel_args(
                 sentinel, url=url, session_id='probe', write_back=True, retries=0), capsys)

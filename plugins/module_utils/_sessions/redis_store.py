@@ -20,23 +20,22 @@ import operator
 import re
 import threading
 import time
-import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, bulk, bulks, encode, encode_each
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
-    StoreError, classify_redis_error, describe_redis_error, exception_chain, redis_error_text,
+    StoreError, describe_redis_error, redis_error_text,
 )
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_sentinel_hosts
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_connection as _connection
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_connection import (
+    REDIS_IMPORT_ERROR, as_text, host_port,
+)
 
-REDIS_IMPORT_ERROR = None
 try:
     import redis
-    from redis.cluster import RedisCluster
     from redis.crc import key_slot
-    from redis.sentinel import Sentinel
 except ImportError:
-    REDIS_IMPORT_ERROR = traceback.format_exc()
+    pass  # REDIS_IMPORT_ERROR says so when a store is opened
 
 # ARGV: n, n guard field names, then per key its kind and n expectations:
 #   hash    every guard field was present: the n values as they were read
@@ -139,10 +138,6 @@ for i = 1, #KEYS do
 end
 return result
 """
-
-
-def _as_text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # KEYS[1] the session; ARGV: the refresh token that was used, the new one, then the
@@ -895,121 +890,6 @@ def _with_ttls(entries, replies):
     return entries
 
 
-def _tls_kwargs(params: dict) -> dict:
-    if not params.get('tls'):
-        return {}
-    return {
-        'ssl': True,
-        'ssl_cert_reqs': 'required' if params['validate_certs'] else 'none',
-        'ssl_check_hostname': bool(params['validate_certs']),
-        'ssl_ca_certs': params.get('ca_certs'),
-        'ssl_certfile': params.get('client_cert_file'),
-        'ssl_keyfile': params.get('client_key_file'),
-    }
-
-
-def _client_kwargs(params: dict) -> dict:
-    kwargs = {
-        # RESP2: a sweep parses a million HGETALL answers, and hiredis parses flat arrays about
-        # three times faster than RESP3 maps; redis-py gives its own callers the same either way
-        'protocol': 2,
-        'username': params.get('login_user'),
-        'password': params.get('login_password'),
-        'socket_timeout': params['timeout'],
-        'socket_connect_timeout': params['timeout'],
-    }
-    kwargs.update(_tls_kwargs(params))
-    return kwargs
-
-
-def _sentinel_views(sentinel, name: str) -> dict:
-    """What each Sentinel says of service ``name``, by its address.
-
-    A view is the primary's (host, port); 'unknown' (the Sentinel monitors no such
-    service); 'down' (it sees the primary down, a failover may be under way); or the
-    one-line reason the Sentinel could not be asked. A Sentinel that answers but
-    refuses the login or the command stops everything: its password is wrong everywhere.
-    """
-    views = {}
-    for client in sentinel.sentinels:
-        kwargs = client.connection_pool.connection_kwargs
-        address = f'{kwargs.get("host")}:{kwargs.get("port")}'
-        try:
-            state = client.sentinel_masters().get(name)
-        except redis.RedisError as exc:
-            if classify_redis_error(exc) not in ('unreachable', 'timeout'):
-                raise StoreError(describe_redis_error(exc, address, role='sentinel')) from None
-            views[address] = redis_error_text(exc)
-            continue
-        if not state:
-            views[address] = 'unknown'
-        elif not state.get('is_master') or state.get('is_sdown') or state.get('is_odown'):
-            views[address] = 'down'
-        else:
-            views[address] = (_as_text(state['ip']), int(state['port']))
-    return views
-
-
-def _no_primary_named(views: dict, name: str) -> str:
-    """Why no Sentinel named a primary, in one line (the failure once the wait is over)."""
-    unreachable = {address: view for address, view in views.items() if view not in ('unknown', 'down')}
-    if len(unreachable) == len(views):
-        reasons = '; '.join(f'{address}: {reason}' for address, reason in unreachable.items())
-        return f'cannot reach any Sentinel ({reasons}); check sentinel_hosts, tls and that the Sentinels are up'
-    if 'down' in views.values():
-        return (f'the Sentinels see the primary of service {name} down and no failover finished in time; '
-                're-run when a new primary serves, or raise timeout')
-    asked = ', '.join(address for address, view in views.items() if view == 'unknown')
-    return f'no Sentinel knows a master named {name} (asked {asked}); check sentinel_hosts and sentinel_service_name'
-
-
-def _serves_as_primary(master, kwargs: dict):
-    """None when ``master`` answers ROLE as a primary; otherwise why not, in one line (the failure once the wait is over).
-
-    A primary that refuses the login or the command is refused at once.
-    """
-    location = f'{master[0]}:{master[1]}'
-    client = redis.Redis(host=master[0], port=master[1], **kwargs)
-    try:
-        role = _as_text(client.role()[0])
-    except redis.RedisError as exc:
-        if classify_redis_error(exc) not in ('unreachable', 'timeout', 'loading'):
-            raise StoreError(describe_redis_error(exc, location)) from None
-        return describe_redis_error(exc, location)
-    finally:
-        client.close()
-    if role == 'master':
-        return None
-    return (f'the Sentinels name {location} as primary but it serves as {role}; a failover is still in progress: '
-            're-run when the Sentinels agree on the primary, or raise timeout')
-
-
-def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: str) -> str:
-    """One line for a cluster that could not be opened at ``location``.
-
-    redis-py wraps what the node answered; when that was an error reply, the node is asked
-    whether cluster mode is on at all (a standalone server given as a cluster node).
-    """
-    cause = next((link for link in exception_chain(exc) if isinstance(link, redis.RedisError)), exc)
-    if classify_redis_error(cause) not in ('refused', 'not_cluster'):
-        return describe_redis_error(cause, location)
-    client = redis.Redis(host=params['login_host'], port=params['login_port'], **kwargs)
-    try:
-        enabled = client.info('cluster').get('cluster_enabled')
-    except redis.RedisError:
-        enabled = None
-    finally:
-        client.close()
-    if enabled == 0:
-        return (f'Redis at {location} is not a cluster node (cluster_enabled:0); use backend=redis for a standalone '
-                'server (backend=redis_sentinel behind Sentinels), or give a cluster node in login_host/login_port')
-    return describe_redis_error(cause, location)
-
-
-def _host_port(address) -> str:
-    return f'{address[0]}:{address[1]}'
-
-
 class _PrimaryWatch:
     """The primary the Sentinels name, checked on every connection and after every delete (backend redis_sentinel).
 
@@ -1033,11 +913,11 @@ class _PrimaryWatch:
         """A new connection reached the primary the Sentinels named, and it still serves as one."""
         role = _reply_or_raise(wire.call([(b'ROLE',)])[0])
         if wire.peer != self.address:
-            raise StoreError(f'the primary of service {self.name} changed from {_host_port(self.address)} to '
-                             f'{_host_port(wire.peer)} while the module connected (a Sentinel failover); re-run')
-        if _as_text(role[0]) != 'master':
-            raise StoreError(f'{_host_port(self.address)}, the primary of service {self.name}, now serves as '
-                             f'{_as_text(role[0])} (a Sentinel failover); re-run when the failover is done')
+            raise StoreError(f'the primary of service {self.name} changed from {host_port(self.address)} to '
+                             f'{host_port(wire.peer)} while the module connected (a Sentinel failover); re-run')
+        if as_text(role[0]) != 'master':
+            raise StoreError(f'{host_port(self.address)}, the primary of service {self.name}, now serves as '
+                             f'{as_text(role[0])} (a Sentinel failover); re-run when the failover is done')
         self.replicas = max(self.replicas, len(role[2]))
 
     @property
@@ -1057,7 +937,7 @@ class _PrimaryWatch:
                 return False
             if isinstance(answer, int) and answer < self.replicas:
                 return False
-            if isinstance(answer, list) and _as_text(answer[0]) != 'master':
+            if isinstance(answer, list) and as_text(answer[0]) != 'master':
                 return False
         return True
 
@@ -1070,9 +950,9 @@ class _PrimaryWatch:
         answers = wire.call(self.checks())
         if self.confirmed(answers):
             return
-        old = _host_port(self.address)
-        if isinstance(answers[-1], list) and _as_text(answers[-1][0]) != 'master':
-            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {_as_text(answers[-1][0])} '
+        old = host_port(self.address)
+        if isinstance(answers[-1], list) and as_text(answers[-1][0]) != 'master':
+            raise StoreError(f'{old}, the primary of service {self.name}, now serves as {as_text(answers[-1][0])} '
                              '(a Sentinel failover) and may lose the sessions it restored; re-run the restore when the '
                              'failover is done (it never overwrites a session that exists again)')
         raise StoreError(f'the replicas of {old} did not confirm the restored sessions in time (WAIT {self.replicas}); '
@@ -1083,11 +963,11 @@ class _PrimaryWatch:
         """The primary the Sentinels name now: a new one as soon as they agree on it, else the same after ``timeout``."""
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            named = {view for view in _sentinel_views(self.sentinel, self.name).values() if isinstance(view, tuple)}
+            named = {view for view in _connection.sentinel_views(self.sentinel, self.name).values() if isinstance(view, tuple)}
             if len(named) == 1 and named != {self.address}:
                 break
             time.sleep(0.2)
-        return RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+        return _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
 
     def client(self, address):
         return redis.Redis(host=address[0], port=address[1], **self.kwargs)
@@ -1104,7 +984,7 @@ class _PrimaryWatch:
                     pipe.exists(key)
                 found.update(key for key, exists in zip(chunk, pipe.execute()) if exists)
         except redis.RedisError as exc:
-            raise StoreError(describe_redis_error(exc, _host_port(address))) from None
+            raise StoreError(describe_redis_error(exc, host_port(address))) from None
         finally:
             client.close()
         return found
@@ -1122,10 +1002,10 @@ class _PrimaryWatch:
 
     def stopped(self, new, lost: int) -> str:
         """Why the sweep stopped after settle_on_current answered (``new``, ``lost``)."""
-        old = _host_port(self.address)
+        old = host_port(self.address)
         if new != self.address:
-            return (f'the primary of service {self.name} changed from {old} to {_host_port(new)} during the sweep '
-                    f'(a Sentinel failover); only the deletes {_host_port(new)} confirms are counted ({lost} taken by the '
+            return (f'the primary of service {self.name} changed from {old} to {host_port(new)} during the sweep '
+                    f'(a Sentinel failover); only the deletes {host_port(new)} confirms are counted ({lost} taken by the '
                     'old primary after it lost its role are lost, the sessions are still there and the backup says so); '
                     're-run to finish')
         return (f'the replicas of {old} did not confirm the deletes in time (WAIT {self.replicas}); {lost} deletes it '
@@ -1138,7 +1018,7 @@ class _PrimaryWatch:
         from the primary the Sentinels name after it; a write a failover lost is a failure
         that names the server that took it.
         """
-        primary = RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+        primary = _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
         new_token = fields[b'refresh_token']
         client = self.client(primary)
         try:
@@ -1146,26 +1026,26 @@ class _PrimaryWatch:
             outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_concatenated(fields.items())))
             acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
-            raise StoreError(describe_redis_error(exc, _host_port(primary))) from None
+            raise StoreError(describe_redis_error(exc, host_port(primary))) from None
         finally:
             client.close()
         answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
         if outcome != 1:
             return answer
-        now = RedisStore._settled_master(self.sentinel, self.name, self.kwargs, self.timeout)  # pylint: disable=protected-access
+        now = _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
         if now == primary and acked >= replicas:
             return answer
         reader = self.client(now)
         try:
             held = reader.hget(key, b'refresh_token')
         except redis.RedisError as exc:
-            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, but the primary the Sentinels '
-                             f'name now, {_host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
+            raise StoreError(f'the new refresh token was written to {host_port(primary)}, but the primary the Sentinels '
+                             f'name now, {host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
         finally:
             reader.close()
         if held != new_token:
-            raise StoreError(f'the new refresh token was written to {_host_port(primary)}, which lost it: the primary the '
-                             f'Sentinels name now, {_host_port(now)}, does not hold it (a Sentinel failover)')
+            raise StoreError(f'the new refresh token was written to {host_port(primary)}, which lost it: the primary the '
+                             f'Sentinels name now, {host_port(now)}, does not hold it (a Sentinel failover)')
         return answer
 
 
@@ -1185,80 +1065,26 @@ class RedisStore:
         self._partitions = self._connect(params)
 
     def _connect(self, params: dict):
-        backend = params['backend']
-        kwargs = _client_kwargs(params)
-        if backend == 'redis_cluster':
+        kwargs = _connection.client_kwargs(params)
+        if params['backend'] == 'redis_cluster':
             return self._connect_cluster(params, kwargs)
         watch = None
-        if backend == 'redis_sentinel':
-            client, location, watch = self._connect_sentinel(params, kwargs)
+        if params['backend'] == 'redis_sentinel':
+            sentinel, client, location, master = _connection.connect_sentinel(params, kwargs)
+            watch = _PrimaryWatch(sentinel, params['sentinel_service_name'], dict(kwargs, db=params['db']),
+                                  params['timeout'], master)
         else:
-            location = f'{params["login_host"]}:{params["login_port"]}'
-            client = redis.Redis(host=params['login_host'], port=params['login_port'], db=params['db'], **kwargs)
+            client, location = _connection.connect_standalone(params, kwargs)
         partition = RedisPartition(client, location, self.pattern, cluster=False, watch=watch)
         partition.ping()
         return [partition]
 
-    def _connect_sentinel(self, params: dict, kwargs: dict):
-        sentinel_kwargs = dict(_tls_kwargs(params), socket_timeout=params['timeout'],
-                               socket_connect_timeout=params['timeout'])
-        if params.get('sentinel_password'):
-            sentinel_kwargs['password'] = params['sentinel_password']
-        sentinel = Sentinel(parse_sentinel_hosts(params['sentinel_hosts']), sentinel_kwargs=sentinel_kwargs, **kwargs)
-        name = params['sentinel_service_name']
-        master = self._settled_master(sentinel, name, kwargs, params['timeout'])
-        where = f'Sentinel {",".join(params["sentinel_hosts"])} service {name}'
-        watch = _PrimaryWatch(sentinel, name, dict(kwargs, db=params['db']), params['timeout'], master)
-        return sentinel.master_for(name, db=params['db'], **kwargs), f'{master[0]}:{master[1]} ({where})', watch
-
-    @staticmethod
-    def _settled_master(sentinel, name: str, kwargs: dict, timeout: float):
-        """The primary once every reachable Sentinel names the same one and it serves as primary.
-
-        Right after a failover a Sentinel can still list the old primary, which has not
-        been demoted yet; sweeping it would delete from a server about to be replaced. So
-        every Sentinel is asked, until they agree or ``timeout`` runs out; Sentinels that
-        still disagree then (they watch different servers under one name) are refused.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            views = _sentinel_views(sentinel, name)
-            named = {address: view for address, view in views.items() if isinstance(view, tuple)}
-            primaries = set(named.values())
-            waiting = None
-            if len(primaries) == 1:
-                master = primaries.pop()
-                waiting = _serves_as_primary(master, kwargs)
-                if waiting is None:
-                    return master
-            elif not primaries:
-                waiting = _no_primary_named(views, name)
-                if 'down' not in views.values():  # nobody to wait for: no Sentinel knows the service or answers
-                    raise StoreError(waiting)
-            if time.monotonic() > deadline:
-                if len(primaries) > 1:
-                    says = ', '.join(f'{address} says {host}:{port}' for address, (host, port) in sorted(named.items()))
-                    raise StoreError(f'the Sentinels disagree on the primary of service {name} ({says}); make every '
-                                     'Sentinel in sentinel_hosts monitor the same primary under sentinel_service_name, '
-                                     'or list only the Sentinels of one deployment')
-                raise StoreError(waiting)
-            time.sleep(0.2)
-
     def _connect_cluster(self, params: dict, kwargs: dict):
-        location = f'{params["login_host"]}:{params["login_port"]}'
-        if params['db']:
-            raise StoreError('Redis Cluster has only database 0; remove db or set it to 0')
-        try:
-            self._cluster_client = RedisCluster(host=params['login_host'], port=params['login_port'], **kwargs)
-            primaries = self._cluster_client.get_primaries()
-        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-            raise StoreError(_cluster_failure(exc, params, kwargs, location)) from None
+        self._cluster_client, primaries = _connection.connect_cluster(params, kwargs)
         partitions = []
         self._redirections = _Redirections(self._cluster_client, kwargs)
-        for node in primaries:
-            client = self._cluster_client.get_redis_connection(node)
-            partition = RedisPartition(client, f'{node.host}:{node.port}', self.pattern, cluster=True,
-                                       redirections=self._redirections)
+        for client, location in primaries:
+            partition = RedisPartition(client, location, self.pattern, cluster=True, redirections=self._redirections)
             partition.ping()
             partitions.append(partition)
         return partitions
