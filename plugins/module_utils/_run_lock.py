@@ -28,6 +28,7 @@ import os
 import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, server_words
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import RedisScript
 
 KUBERNETES_IMPORT_ERROR = None
 try:
@@ -163,6 +164,7 @@ else
 end
 return 1
 """
+_COMPARE_AND_SET = RedisScript(COMPARE_AND_SET_SCRIPT)
 
 
 class RedisLock:
@@ -173,7 +175,6 @@ class RedisLock:
         self.key = (REDIS_KEY_PREFIX + name).encode('utf-8')
         self.where = f'the run lock {self.key.decode()} in Redis'
         self._describe = describe
-        self._compare_and_set = client.register_script(COMPARE_AND_SET_SCRIPT)
 
     def _guarded(self, action):
         import redis  # pylint: disable=import-outside-toplevel  # present: the store was opened with it
@@ -200,14 +201,14 @@ class RedisLock:
             raise _lost_race(self, now)
 
     def replace(self, current: Holder, owner: str, duration: int, now: float, acquired_at: float) -> None:
-        done = self._guarded(lambda: self._compare_and_set(
-            keys=[self.key], args=[current.version, _record(owner, acquired_at), duration * 1000]))
+        done = self._guarded(lambda: _COMPARE_AND_SET.call(
+            self.client, [self.key], [current.version, _record(owner, acquired_at), duration * 1000]))
         if not done:
             raise _lost_race(self, now)
 
     def delete(self, current: Holder) -> None:
         # 0: it changed meanwhile (expired, taken over): no longer this run's to delete
-        self._guarded(lambda: self._compare_and_set(keys=[self.key], args=[current.version, '', 0]))
+        self._guarded(lambda: _COMPARE_AND_SET.call(self.client, [self.key], [current.version, '', 0]))
 
 
 def current_time() -> float:

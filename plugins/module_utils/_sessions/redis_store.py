@@ -21,7 +21,10 @@ import re
 import threading
 import time
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, bulk, bulks, encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, bulk, encode, encode_each
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import (
+    RedisScript, is_error as _is_error, noscript_positions as _noscript_positions, reply_or_raise as _reply_or_raise,
+)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
     StoreError, describe_redis_error, redis_error_text,
@@ -150,6 +153,7 @@ if current ~= ARGV[1] then return 0 end
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
+_SWAP = RedisScript(SWAP_SCRIPT)
 
 
 def check_pattern(pattern: str) -> str:
@@ -194,64 +198,6 @@ def glob_matcher(pattern: str):
 
 
 RESTORABLE_KINDS = ('hash', 'string')
-
-
-class _Script:
-    """A server-side script run with EVALSHA, loaded again when the server lost it (restart, failover, flush).
-
-    ``args_for(group)`` gives a group's ARGV already in the protocol: (count, bytes).
-    """
-
-    def __init__(self, source: str):
-        self.source = source.encode('utf-8')
-        self.sha = None
-
-    def payload(self, groups, args_for) -> bytes:
-        """One EVALSHA per group of entries (a cluster's slot groups; one group elsewhere), in the protocol."""
-        parts = []
-        for group in groups:
-            count, argv = args_for(group)
-            parts.append(b'*%d\r\n$7\r\nEVALSHA\r\n%s%s' % (3 + len(group) + count, bulk(self.sha), bulk(len(group))))
-            parts.append(bulks([entry.key for entry in group]))
-            parts.append(argv)
-        return b''.join(parts)
-
-    def send(self, wire, groups, args_for) -> None:
-        wire.send_encoded(self.payload(groups, args_for), len(groups))
-
-    def load(self, wire) -> None:
-        if self.sha is None:
-            self.sha = _reply_or_raise(wire.call([(b'SCRIPT', b'LOAD', self.source)])[0])
-
-    def run(self, wire, groups, args_for, raising: bool = True) -> list:
-        """The answers of one run per group; the groups the server could not run (it lost its scripts) run again.
-
-        ``raising`` false: an error reply stays in its group's place.
-        """
-        self.send(wire, groups, args_for)
-        replies = wire.receive(len(groups))
-        lost = _noscript_positions(replies)
-        if lost:
-            for index, reply in zip(lost, self.run_again(wire, [groups[index] for index in lost], args_for, raising)):
-                replies[index] = reply
-        return [_reply_or_raise(reply) for reply in replies] if raising else replies
-
-    def run_again(self, wire, groups, args_for, raising: bool = True) -> list:
-        """Load the script again (the server answered NOSCRIPT: it never ran) and run it for ``groups``."""
-        self.sha = None
-        self.load(wire)
-        self.send(wire, groups, args_for)
-        replies = wire.receive(len(groups))
-        return [_reply_or_raise(reply) for reply in replies] if raising else replies
-
-
-def _is_error(reply, code: str) -> bool:
-    return isinstance(reply, Exception) and str(reply).startswith(code)
-
-
-def _noscript_positions(replies) -> list:
-    """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
-    return [index for index, reply in enumerate(replies) if _is_error(reply, 'NOSCRIPT')]
 
 
 _ASKING = encode((b'ASKING',))
@@ -386,13 +332,6 @@ def _concatenated(lists) -> list:
     return [item for part in lists for item in part]
 
 
-def _reply_or_raise(reply):
-    """A reply, or its error raised (the caller's guard turns it into one line)."""
-    if isinstance(reply, Exception):
-        raise reply
-    return reply
-
-
 _MISSING = bulk(b'!')
 _HASH, _HASH_WITH_GAPS, _STRING, _EMPTY = bulk('hash'), bulk('hash?'), bulk('string'), bulk(b'')
 
@@ -475,8 +414,8 @@ class RedisPartition:
         self.cluster = cluster
         self.watch = watch  # a _PrimaryWatch behind Sentinels, else None
         self.redirections = redirections  # a cluster's _Redirections, else None
-        self._delete = _Script(DELETE_SCRIPT)
-        self._restore = _Script(RESTORE_SCRIPT)
+        self._delete = RedisScript(DELETE_SCRIPT)
+        self._restore = RedisScript(RESTORE_SCRIPT)
 
     def _groups(self, entries):
         """Script calls may only touch one hash slot in a cluster: one group per slot there, one group elsewhere."""
@@ -1023,7 +962,7 @@ class _PrimaryWatch:
         client = self.client(primary)
         try:
             replicas = len(client.role()[2])
-            outcome = int(client.eval(SWAP_SCRIPT, 1, key, expected, new_token, *_concatenated(fields.items())))
+            outcome = int(_SWAP.call(client, [key], [expected, new_token, *_concatenated(fields.items())]))
             acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
         except redis.RedisError as exc:
             raise StoreError(describe_redis_error(exc, host_port(primary))) from None
@@ -1150,7 +1089,7 @@ class RedisStore:
             return watch.swap(key, expected_refresh, fields)
         flat = [part for pair in fields.items() for part in pair]
         try:
-            outcome = self._key_client().eval(SWAP_SCRIPT, 1, key, expected_refresh, fields[b'refresh_token'], *flat)
+            outcome = _SWAP.call(self._key_client(), [key], [expected_refresh, fields[b'refresh_token'], *flat])
         except redis.RedisError as exc:
             raise StoreError(describe_redis_error(exc, self.location)) from None
         return {1: 'written', 2: 'already'}.get(int(outcome), 'conflict')
