@@ -139,17 +139,15 @@ def _wire(ready: str, read_size: int):
     """A Wire on one end of a socket pair, reading with hiredis as a sweep does, by the given way of taking replies."""
     ours, theirs = socket.socketpair()
     ours.settimeout(5)  # a wire that waits for a reply never sent fails, it does not hang
-    wire = Wire.__new__(Wire)
-    wire._sock = ours  # pylint: disable=protected-access
-    wire._buffer = bytearray(read_size)  # pylint: disable=protected-access
+    replies = _redis_wire._SocketReplies(ours)  # pylint: disable=protected-access  # as a Wire makes it
+    replies._buffer = bytearray(read_size)  # pylint: disable=protected-access
     if ready == 'in C':
-        wire._reader, in_c = _redis_wire._new_reader()  # pylint: disable=protected-access  # as a Wire makes it
-        assert in_c  # this hiredis has notEnoughData (test_this_hiredis_... below)
-        wire._ready = wire._ready_replies  # pylint: disable=protected-access
+        assert replies._ready == replies._ready_replies  # pylint: disable=protected-access  # this hiredis has notEnoughData
     else:
-        wire._reader = hiredis.Reader(replyError=ResponseError)  # pylint: disable=protected-access  # an old hiredis's
-        wire._ready = wire._ready_one_by_one  # pylint: disable=protected-access
-    wire._fast, wire.unread_replies, wire._broken = True, 0, False  # pylint: disable=protected-access
+        replies._reader = hiredis.Reader(replyError=ResponseError)  # pylint: disable=protected-access  # an old hiredis's
+        replies._ready = replies._ready_one_by_one  # pylint: disable=protected-access
+    wire = Wire.__new__(Wire)
+    wire._replies, wire.unread_replies, wire._broken = replies, 0, False  # pylint: disable=protected-access
     return wire, ours, theirs
 
 
