@@ -47,7 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 
 # pylint: disable=wrong-import-position
-from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, vllm_workload  # noqa: E402
+from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, pod_directories, vllm_workload  # noqa: E402
 from lab.labctl import Lab  # noqa: E402
 
 PHASES = ('diagnose', 'purge', 'restart', 'validate')
@@ -96,27 +96,6 @@ def workload_documents(namespace: str, lab, replicas: int, volume: str) -> list:
          'subjects': [{'kind': 'ServiceAccount', 'name': IDENTITY, 'namespace': namespace}]},
     ]
     return documents
-
-
-def pod_directories(kube, namespace: str, lab, work: str, volume: str) -> dict:
-    """pod name -> its cache directory; for emptyDir one kwok Exec per pod, each directory a copy of the restored cache."""
-    pods = sorted(pod['metadata']['name'] for pod in kube.running_pods(namespace))
-    data_dir = os.path.dirname(lab.cache_path)
-    if volume == 'pvc':
-        return {name: data_dir for name in pods}
-    directories = {}
-    for index, name in enumerate(pods):
-        directory = data_dir if index == 0 else os.path.join(work, 'pods', name)
-        if index:
-            os.makedirs(directory, mode=0o700)
-            for path in glob.glob(lab.cache_path + '*'):
-                shutil.copy2(path, os.path.join(directory, os.path.basename(path)))
-        directories[name] = directory
-    kube.apply(*[{'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'Exec',
-                  'metadata': {'name': name, 'namespace': namespace},
-                  'spec': {'execs': [{'containers': ['vllm'], 'local': {'workDir': directory}}]}}
-                 for name, directory in directories.items()])
-    return directories
 
 
 def identity_kubeconfig(kube, namespace: str, work: str) -> str:

@@ -11,6 +11,7 @@ ConfigMap's vllm.yaml, as pods started from a new template would start vLLM with
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -148,8 +149,10 @@ def pod_log_path(lab) -> str:
 
 
 def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'pvc') -> list:
-    """The incident's workload for `lab`, in `namespace`; the cache on a volume every replica shares (`pvc`), or on
-    an `emptyDir` of each pod (no PersistentVolume nor claim then)."""
+    """The incident's workload for `lab`, in `namespace`; the cache on a volume every replica shares (`pvc`), on
+    an `emptyDir` of each pod (no PersistentVolume nor claim then), or in a directory of its own per pod on the
+    shared claim (`per_pod`: mounted with subPathExpr $(POD_NAME); the cache path is relative to the container's
+    workingDir, and pod_directories() gives each pod its directory on this machine)."""
     data_dir = os.path.dirname(lab.cache_path)
     with open(lab.config_path, encoding='utf-8') as handle:
         config_text = CONFIG_NOTE + handle.read()
@@ -166,6 +169,11 @@ def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'p
     }
     if cache_volume == 'emptyDir':
         pod_spec['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
+    if cache_volume == 'per_pod':
+        container = pod_spec['containers'][0]
+        container['workingDir'] = data_dir
+        container['env'] = [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}}]
+        container['volumeMounts'][0]['subPathExpr'] = '$(POD_NAME)'
     documents = [
         {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
         {'apiVersion': 'v1', 'kind': 'PersistentVolume',
@@ -195,6 +203,32 @@ def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'p
     if cache_volume == 'emptyDir':
         documents = [doc for doc in documents if doc['kind'] not in ('PersistentVolume', 'PersistentVolumeClaim')]
     return documents
+
+
+def pod_directories(kube: KubeCluster, namespace: str, lab, work: str, volume: str) -> dict:
+    """pod name -> its cache directory on this machine, where one kwok Exec per pod runs its `kubectl exec`.
+
+    With `pvc` every pod's is the lab's data directory; else each pod has its own, a copy of the restored cache (the
+    first pod's is the lab's data directory, the one the gateway reads). A pod started later has no Exec of its own:
+    the namespace's ClusterExec, if any, runs it in the lab's data directory.
+    """
+    pods = sorted(pod['metadata']['name'] for pod in kube.running_pods(namespace))
+    data_dir = os.path.dirname(lab.cache_path)
+    if volume == 'pvc':
+        return {name: data_dir for name in pods}
+    directories = {}
+    for index, name in enumerate(pods):
+        directory = data_dir if index == 0 else os.path.join(work, 'pods', name)
+        if index:
+            os.makedirs(directory, mode=0o700)
+            for path in glob.glob(lab.cache_path + '*'):
+                shutil.copy2(path, os.path.join(directory, os.path.basename(path)))
+        directories[name] = directory
+    kube.apply(*[{'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'Exec',
+                  'metadata': {'name': name, 'namespace': namespace},
+                  'spec': {'execs': [{'containers': ['vllm'], 'local': {'workDir': directory}}]}}
+                 for name, directory in directories.items()])
+    return directories
 
 
 def delete_workload(cluster: KubeCluster, namespace: str) -> None:

@@ -52,6 +52,8 @@ def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_ev
     kube, lab, namespace = workload.kube, workload.lab, workload.namespace
     if not kube.owned:
         pytest.skip('stops the API server: only on the suite\'s own cluster')
+    # the first fault is a pod gone while the pods are purged one after the other: every pod, on the shared volume too
+    workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod')
     kube.kubectl('-n', namespace, 'scale', 'deployment/vllm', f'--replicas={REPLICAS}')
     kube.rollout_status(namespace)
     port = lab.state['ports']['redis']

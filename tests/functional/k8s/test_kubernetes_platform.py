@@ -39,13 +39,22 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     log_task = re.search(r'TASK \[inferops\.vllm_dr\.restore : Read the logs of every replica\] \*+\n((?:ok: .*\n)+)', output)
     assert sorted(re.findall(r'\(item=([\w-]+)\)', log_task.group(1))) == sorted(before_pods)
 
-    # exec: the cache was purged inside the pods, backed up on the volume and on the controller
+    # exec: the cache, on the volume every replica shares, was purged once, in the first pod, backed up on the volume
+    # and on the controller; the report names every pod and the one the cache was read and purged in
+    first = sorted(before_pods)[0]
+    reach = diagnosis['kubernetes']['cache_reach']
+    assert (reach['strategy'], reach['inspect'], reach['purge']) == ('shared', [first], [first]), reach
     purge = result['purge']
     assert purge['cache_backups'], purge
     fetched = [os.path.join(walked[0], name) for walked in os.walk(purge['backup_dir']) for name in walked[2]
                if name.startswith('token_cache.db')]
-    assert fetched, os.listdir(purge['backup_dir'])
+    assert [os.path.basename(os.path.dirname(path)) for path in fetched if path.endswith('.bak')] == \
+        [f'{workload.namespace}_{first}'], fetched
     assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
+    markdown = (workload.reports / 'lab.md').read_text()
+    assert f"- Pods of Deployment vllm: {', '.join(sorted(before_pods))}; token cache read in {first} " \
+           '(persistentVolumeClaim volume vllm-data is the same for every replica: one copy)' in markdown, markdown
+    assert re.search(rf'- Token cache removed: [^\n]+ \(in {first}\); backups: ', markdown), markdown
     assert int(purge['sessions_deleted']) >= 1
 
     # restarted: a new ReplicaSet, all pods Ready, none of the old ones left
@@ -78,10 +87,12 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     assert recap(output)['changed'] == 0, output[-4000:]
     assert workload.deployment()['metadata']['generation'] == generation
 
-    # the rollback puts the first run's cache back into the pods running now, byte for byte
+    # the rollback puts the first run's one backup back through the pods running now, byte for byte
     rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f"vllm_dr_rollback_dir={purge['backup_dir']}",
                           env=workload.kube.env)
     assert rc == 0, output[-4000:]
+    for pod in sorted(pod['metadata']['name'] for pod in pods):
+        assert f'{workload.namespace}/{pod}: {workload.namespace}_{first}/' in output, output[-4000:]
     assert digest(workload.lab.cache_path) == before_cache
     # every swept session is back; the service's own session was signed in again by the restarted gateway
     service = f"vllm:session:{workload.lab.state['service_session']}".encode()

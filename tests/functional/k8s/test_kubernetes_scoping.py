@@ -33,7 +33,8 @@ def test_naming_the_deployment_scopes_the_pods_to_its_own(workload):
     canary = add_canary(workload)
     canary_before = canary_pods(workload)
     assert len(canary_before) == 1
-    inventory = workload.write_inventory(vllm_dr_k8s_deployment='vllm')
+    # every pod of the Deployment is purged, so that a canary pod taken in by mistake would be too
+    inventory = workload.write_inventory(vllm_dr_k8s_deployment='vllm', vllm_dr_k8s_cache_reach='every_pod')
     rc, output = run(workload, inventory=inventory)
     assert rc == 0, output[-6000:]
     diagnosis = report(workload)['diagnosis']
