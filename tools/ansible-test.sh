@@ -41,11 +41,9 @@ mkdir -p "$stage"
 
 # The collections the modules import from (kubernetes.core: vllm_pod_logs's client and doc fragment) sit beside
 # this one, as an installed dependency would.
-for dep in kubernetes/core; do
-  src=$("$venv/bin/python" -c "import ansible_collections.${dep//\//.} as m; print(list(m.__path__)[0])")
-  mkdir -p "$tmp/ansible_collections/$dep"
-  cp -r "$src/." "$tmp/ansible_collections/$dep/"
-done
+k8s_core=$("$venv/bin/python" -c "import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])")
+mkdir -p "$tmp/ansible_collections/kubernetes/core"
+cp -r "$k8s_core/." "$tmp/ansible_collections/kubernetes/core/"
 
 cd "$stage"
 PATH=$venv/bin:$PATH "$venv/bin/ansible-test" "$@"
