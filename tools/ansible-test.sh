@@ -39,5 +39,11 @@ mkdir -p "$stage"
   | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
   | xargs -0 cp --parents -t "$stage")
 
+# The collections the modules import from (kubernetes.core: vllm_pod_logs's client and doc fragment) sit beside
+# this one, as an installed dependency would.
+k8s_core=$("$venv/bin/python" -c "import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])")
+mkdir -p "$tmp/ansible_collections/kubernetes/core"
+cp -r "$k8s_core/." "$tmp/ansible_collections/kubernetes/core/"
+
 cd "$stage"
 PATH=$venv/bin:$PATH "$venv/bin/ansible-test" "$@"

@@ -43,7 +43,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._log_evidence import INCIDENT_PATTERNS, scan
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._log_evidence import chosen_patterns, scan
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
 
 
@@ -52,7 +52,7 @@ def log_evidence(text, since=None, patterns=None):
         moment = parse_optional(since, 'since')
     except TimestampError as exc:
         raise AnsibleFilterError(str(exc)) from None
-    return scan(str(text or ''), moment, tuple(patterns or INCIDENT_PATTERNS))
+    return scan(str(text or ''), moment, chosen_patterns(patterns))
 
 
 class FilterModule:

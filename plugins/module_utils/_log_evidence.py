@@ -51,3 +51,37 @@ def scan(text: str, since=None, patterns=INCIDENT_PATTERNS) -> dict:
                 entry['last_seen'] = when
     return {'since': iso_utc(since) if since is not None else None, 'lines_scanned': scanned,
             'error_lines': sum(entry['count'] for entry in found.values()), 'patterns': found}
+
+
+def chosen_patterns(patterns=None) -> tuple:
+    """The patterns to count: the ones given, or the incident's when none are."""
+    return tuple(patterns or INCIDENT_PATTERNS)
+
+
+def _earliest(moments):
+    known = [moment for moment in moments if moment is not None]
+    return min(known) if known else None
+
+
+def _latest(moments):
+    known = [moment for moment in moments if moment is not None]
+    return max(known) if known else None
+
+
+def merge(evidences, since=None, patterns=INCIDENT_PATTERNS) -> dict:
+    """One evidence over several logs (each a ``scan`` with the same ``since`` and ``patterns``): counts add up,
+    a pattern was first seen at the earliest of its first sightings and last seen at the latest of its last.
+
+    Each log is scanned on its own, so a line without a timestamp at the top of one log is never dated by the last
+    line of another.
+    """
+    evidences = list(evidences)
+    found = {}
+    for pattern in patterns:
+        entries = [evidence['patterns'][pattern] for evidence in evidences]
+        found[pattern] = {'count': sum(entry['count'] for entry in entries),
+                          'first_seen': _earliest(entry['first_seen'] for entry in entries),
+                          'last_seen': _latest(entry['last_seen'] for entry in entries)}
+    return {'since': iso_utc(since) if since is not None else None,
+            'lines_scanned': sum(evidence['lines_scanned'] for evidence in evidences),
+            'error_lines': sum(entry['count'] for entry in found.values()), 'patterns': found}
