@@ -36,8 +36,9 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     assert diagnosis['cache']['stale'] is True
     # the logs of both replicas were read, and they show the incident
     assert diagnosis['logs']['error_lines'] > 0
-    log_task = re.search(r'TASK \[inferops\.vllm_dr\.restore : Read the logs of every replica\] \*+\n((?:ok: .*\n)+)', output)
-    assert sorted(re.findall(r'\(item=([\w-]+)\)', log_task.group(1))) == sorted(before_pods)
+    read = diagnosis['logs']['pods']
+    assert sorted(pod['name'] for pod in read) == sorted(before_pods), read
+    assert all(pod['state'] == 'read' and pod['error_lines'] > 0 for pod in read), read
 
     # exec: the cache, on the volume every replica shares, was purged once, in the first pod, backed up on the volume
     # and on the controller; the report names every pod and the one the cache was read and purged in

@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.log_evidence import log_evidence
 from conftest import lab_workload
+from harness.k8s import KubeError
 from harness.k8s_runbook import rbac_documents, service_account_kubeconfig
 from harness.playbooks import playbook
 
@@ -51,11 +52,23 @@ def delete_pod(workload, pod):
         time.sleep(0.2)
 
 
+def served_log(workload, pod):
+    """The pod's log as kubectl reads it, once kwok serves it: a pod just created may have none yet (BadRequest)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return workload.kube.kubectl('-n', workload.namespace, 'logs', pod, '-c', 'vllm')
+        except KubeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def test_every_replica_is_counted_in_one_call_and_a_pod_deleted_before_the_read_is_named(three_replicas, tmp_path):
     workload = three_replicas
     pods = sorted(pod['metadata']['name'] for pod in workload.pods())
     assert len(pods) == 3
-    served = workload.kube.kubectl('-n', workload.namespace, 'logs', pods[0], '-c', 'vllm')
+    served = served_log(workload, pods[0])
     expected = log_evidence(served, since=SINCE)
     assert expected['error_lines'] > 0, served[-2000:]
     delete_pod(workload, pods[1])
