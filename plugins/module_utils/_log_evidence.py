@@ -58,14 +58,8 @@ def chosen_patterns(patterns=None) -> tuple:
     return tuple(patterns or INCIDENT_PATTERNS)
 
 
-def _earliest(moments):
-    known = [moment for moment in moments if moment is not None]
-    return min(known) if known else None
-
-
-def _latest(moments):
-    known = [moment for moment in moments if moment is not None]
-    return max(known) if known else None
+def _known(moments) -> list:
+    return [moment for moment in moments if moment is not None]
 
 
 def merge(evidences, since=None, patterns=INCIDENT_PATTERNS) -> dict:
@@ -80,8 +74,8 @@ def merge(evidences, since=None, patterns=INCIDENT_PATTERNS) -> dict:
     for pattern in patterns:
         entries = [evidence['patterns'][pattern] for evidence in evidences]
         found[pattern] = {'count': sum(entry['count'] for entry in entries),
-                          'first_seen': _earliest(entry['first_seen'] for entry in entries),
-                          'last_seen': _latest(entry['last_seen'] for entry in entries)}
+                          'first_seen': min(_known(entry['first_seen'] for entry in entries), default=None),
+                          'last_seen': max(_known(entry['last_seen'] for entry in entries), default=None)}
     return {'since': iso_utc(since) if since is not None else None,
             'lines_scanned': sum(evidence['lines_scanned'] for evidence in evidences),
             'error_lines': sum(entry['count'] for entry in found.values()), 'patterns': found}
