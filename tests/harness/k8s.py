@@ -149,10 +149,8 @@ def pod_log_path(lab) -> str:
 
 
 def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'pvc') -> list:
-    """The incident's workload for `lab`, in `namespace`; the cache on a volume every replica shares (`pvc`), on
-    an `emptyDir` of each pod (no PersistentVolume nor claim then), or in a directory of its own per pod on the
-    shared claim (`per_pod`: mounted with subPathExpr $(POD_NAME); the cache path is relative to the container's
-    workingDir, and pod_directories() gives each pod its directory on this machine)."""
+    """The incident's workload for `lab`, in `namespace`; the cache on a volume every replica shares (`pvc`), or on
+    an `emptyDir` of each pod (no PersistentVolume nor claim then)."""
     data_dir = os.path.dirname(lab.cache_path)
     with open(lab.config_path, encoding='utf-8') as handle:
         config_text = CONFIG_NOTE + handle.read()
@@ -169,11 +167,6 @@ def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'p
     }
     if cache_volume == 'emptyDir':
         pod_spec['volumes'][0] = {'name': 'vllm-data', 'emptyDir': {}}
-    if cache_volume == 'per_pod':
-        container = pod_spec['containers'][0]
-        container['workingDir'] = data_dir
-        container['env'] = [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}}]
-        container['volumeMounts'][0]['subPathExpr'] = '$(POD_NAME)'
     documents = [
         {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
         {'apiVersion': 'v1', 'kind': 'PersistentVolume',

@@ -9,7 +9,7 @@ import uuid
 import pytest
 import yaml
 
-from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, pod_directories, vllm_workload
+from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, vllm_workload
 from lab.labctl import Lab
 
 
@@ -73,10 +73,7 @@ class Workload:
 def lab_workload(kwok, tmp_path, incident: bool, replicas: int = 2, cache_volume: str = 'pvc',
                  runtime=GatewayRuntime, rollout_timeout: str = '120s'):
     """A lab (after the incident: snapshot, rotation at the provider, restore) behind a `vllm` Deployment of
-    `replicas` pods in a namespace of its own, rolled out; yields the Workload and removes both after.
-
-    cache_volume as vllm_workload's; with `per_pod` each pod gets its own cache directory (pod_directories), the
-    inventory names the cache relative to the pod's working directory."""
+    `replicas` pods in a namespace of its own, rolled out; yields the Workload and removes both after."""
     lab = Lab(str(tmp_path / 'lab'))
     lab.up(sessions=3)
     namespace = f'vllm-{uuid.uuid4().hex[:8]}'
@@ -87,17 +84,8 @@ def lab_workload(kwok, tmp_path, incident: bool, replicas: int = 2, cache_volume
             lab.restore()
         kwok.apply(*vllm_workload(namespace, lab, replicas, cache_volume=cache_volume))
         kwok.rollout_status(namespace, timeout=rollout_timeout)
-        own_dirs = pod_directories(kwok, namespace, lab, str(tmp_path), cache_volume) if cache_volume == 'per_pod' else {}
         with runtime(kwok, namespace, lab) as running:
             work = Workload(kwok, lab, namespace, tmp_path)
-            work.pod_directories = own_dirs
-            if own_dirs:
-                # the backups of every pod go to one directory of this machine (their names are unique), as the
-                # default puts them beside a cache every pod shares
-                work.host.update({'vllm_dr_cache_path': os.path.basename(lab.cache_path),
-                                  'vllm_dr_k8s_pod_backup_dir': os.path.join(os.path.dirname(lab.cache_path),
-                                                                             '.vllm_dr_backups')})
-                work.write_inventory()
             work.runtime = running
             yield work
             assert not running.errors, running.errors
