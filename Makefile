@@ -145,11 +145,14 @@ docs-venv:
 	fi
 
 # The collections galaxy.yml depends on (kubernetes.core, community.general) come from the test venv's `ansible`
-# bundle: antsibull-docs resolves the collection's dependencies through ansible-doc.
+# bundle: antsibull-docs resolves the collection's dependencies through ansible-doc. The lint copies each dependency
+# first, and a directory inside a git work tree by its tracked files only; the test venv is an ignored part of this
+# work tree, so the ceiling keeps git from finding the work tree above it (the collection itself, whose path is the
+# work tree's top, is still copied as git tracks it).
 DOCS_COLLECTIONS = $(COLLECTIONS):$(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 docs-lint: deps docs-venv
 	cd $(COLLECTIONS)/ansible_collections/inferops/vllm_dr && \
-	  PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) \
+	  PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) GIT_CEILING_DIRECTORIES=$(ROOT) \
 	  $(DOCS_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs .
 
 # The site, built as CI builds it (warnings are errors)

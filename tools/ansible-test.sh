@@ -40,8 +40,18 @@ mkdir -p "$stage"
   | xargs -0 cp --parents -t "$stage")
 
 # The collections the modules import from (kubernetes.core: vllm_pod_logs's client and doc fragment) sit beside
-# this one, as an installed dependency would.
-k8s_core=$("$venv/bin/python" -c "import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])")
+# this one, as an installed dependency would: from the ansible-test venv, else from the project's venv (the core
+# matrix's venvs hold ansible-core alone).
+k8s_core=
+for python in "$venv/bin/python" "$root/.venv/bin/python"; do
+  if k8s_core=$("$python" -c "import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])" 2>/dev/null); then
+    break
+  fi
+done
+if [ -z "$k8s_core" ]; then
+  echo "ansible-test.sh: kubernetes.core not found in $venv or $root/.venv; run make deps" >&2
+  exit 2
+fi
 mkdir -p "$tmp/ansible_collections/kubernetes/core"
 cp -r "$k8s_core/." "$tmp/ansible_collections/kubernetes/core/"
 

@@ -14,7 +14,8 @@ rm -rf "$rst" "$out/html" "$out/doctrees"
 mkdir -p "$rst"
 cp "$here/index.rst" "$here/ansible_references.rst" "$rst/"
 chmod og-w "$rst"  # antsibull-docs wants that directory only writable by itself
-ANSIBLE_COLLECTIONS_PATH="$collections" antsibull-docs \
+# the collections it depends on (kubernetes.core's doc fragments) come from the caller's collections path
+ANSIBLE_COLLECTIONS_PATH="$collections${ANSIBLE_COLLECTIONS_PATH:+:$ANSIBLE_COLLECTIONS_PATH}" antsibull-docs \
     --config-file "$here/antsibull-docs.cfg" \
     collection \
     --use-current \
