@@ -196,7 +196,7 @@ def audit_counts(audit_log: str, namespace: str, marks: list) -> dict:
     return counts
 
 
-def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str) -> dict:
+def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str, keep_log=None) -> dict:
     work = tempfile.mkdtemp(prefix=f'{mode}-{replicas}-', dir=base)
     lab = Lab(os.path.join(work, 'lab'))
     lab.up(sessions=3)
@@ -215,6 +215,8 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
             runtime.pump_logs()
             if mode == 'runbook':
                 marks = run_runbook(kube, lab, namespace, kubeconfig, work)
+                if keep_log:
+                    shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
             else:
                 marks = run_manual(kube, namespace, kubeconfig, replicas)
         if runtime.errors:
@@ -251,6 +253,7 @@ def main() -> int:
                         help='the volume that holds the cache (default emptyDir: one per pod)')
     parser.add_argument('--modes', default='runbook,manual', help='runbook, manual or both (default)')
     parser.add_argument('--json', help='also write the raw runs to this file')
+    parser.add_argument('--logs', help="keep each runbook run's ansible log in this directory (<replicas>-<round>.log)")
     args = parser.parse_args()
     counts = [int(value) for value in args.replicas.split(',')]
     modes = args.modes.split(',')
@@ -264,10 +267,13 @@ def main() -> int:
     try:
         with KubeCluster(os.path.join(base, 'k8s')) as kube:
             audit_log = os.path.join(kube.state_dir, 'clusters', kube.name, 'logs', 'audit.log')
-            for _round in range(args.rounds):
+            if args.logs:
+                os.makedirs(args.logs, exist_ok=True)
+            for round_ in range(args.rounds):
                 for replicas in counts:
                     for mode in modes:
-                        run = one_run(kube, audit_log, base, replicas, args.volume, mode)
+                        keep_log = os.path.join(args.logs, f'{replicas}-{round_ + 1}.log') if args.logs else None
+                        run = one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log)
                         results.setdefault((replicas, mode), []).append(run)
                         print(f'# {replicas} replicas, {mode}: '
                               + ', '.join(f'{c} {run["seconds"][c]:.2f} s ({run["calls"][c]})' for c in PHASES + ('total',)),
