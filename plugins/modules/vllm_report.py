@@ -41,7 +41,7 @@ options:
     description:
       - File name (without a directory) to its text.
       - A dict or a list is written as JSON, keys sorted and indented by 2, as
-        P(ansible.builtin.to_nice_json#filter) with C(indent=2) writes it.
+        the C(to_nice_json) filter with C(indent=2) writes it.
     type: dict
     required: true
   mode:
@@ -54,8 +54,6 @@ options:
       - The permissions of O(path) when this module makes it, as an octal string. An existing directory keeps its own.
     type: str
     default: "0700"
-seealso:
-  - module: ansible.builtin.copy
 """
 
 EXAMPLES = r"""
