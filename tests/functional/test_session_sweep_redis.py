@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_store as _redis_store, redis_wire as _redis_wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_partition as _redis_partition, redis_wire as _redis_wire
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
 from harness.servers import RedisServer, free_port
@@ -26,13 +26,13 @@ def sweep(capsys, server, check_mode=False, diff=False, **args):
 
 def before_each_delete(monkeypatch, action):
     """Run ``action(entries)`` after each batch is backed up, just before its delete is sent."""
-    real_delete = _redis_store.RedisPartition.send_delete
+    real_delete = _redis_partition.RedisPartition.send_delete
 
-    def hooked(self, wire, entries, *rest):
+    def hooked(self, entries):
         action(entries)
-        return real_delete(self, wire, entries, *rest)
+        return real_delete(self, entries)
 
-    monkeypatch.setattr(_redis_store.RedisPartition, 'send_delete', hooked)
+    monkeypatch.setattr(_redis_partition.RedisPartition, 'send_delete', hooked)
 
 
 def backup_lines(path):
@@ -219,7 +219,7 @@ def test_a_failed_retry_still_counts_the_deletes_that_ran(capsys, redis_server, 
         if len(calls) == 1:
             client.script_flush()  # the first delete answers NOSCRIPT
         elif len(calls) == 2:
-            client.script_load(_redis_store.DELETE_SCRIPT)  # the second runs
+            client.script_load(_redis_partition.DELETE_SCRIPT)  # the second runs
             client.execute_command('ACL', 'SETUSER', 'default', '-script|load')
 
     before_each_delete(monkeypatch, flush_then_forbid_loading)
