@@ -83,10 +83,12 @@ class Partition:
     ``prepare(victims)``: the victims as the backup needs them, or None when the store was
     asked for what they lack (a TTL): they come back as ``ready`` of a later batch.
 
-    ``send_delete(victims)``: delete each victim only if it is unchanged since it was read.
-    ``deletes_in_flight``: how many deletes were sent and not settled. ``settle_oldest(job)``:
-    find out what the oldest one did and ``job.settle`` it; when the store refused a request,
-    ``job.abandon`` the victims it never touched and raise.
+    ``send_delete(victims)``: delete each victim only if it is unchanged since it was read
+    (a pipelined store sends the request and reads the answer later; a synchronous one, etcd,
+    runs it and keeps the answer). ``deletes_in_flight``: how many deletes were sent and not
+    settled. ``settle_oldest(job)``: find out what the oldest one did and ``job.settle`` it;
+    when the store refused a request, ``job.abandon`` the victims it never touched, and raise
+    the refusal unless send_delete raised it already.
 
     ``after_failure(job, exc)``: the loop stopped on ``exc`` and settled the deletes in
     flight as far as the store could say; a store that can tell more (a failover) raises
