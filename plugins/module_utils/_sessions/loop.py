@@ -94,9 +94,9 @@ class Partition:
     flight as far as the store could say; a store that can tell more (a failover) raises
     the StoreError that says what stopped the sweep.
 
-    For a restore, ``restore(entries)`` writes back the entries whose keys do not exist
-    (1 restored, 0 exists, -1 its TTL ran out) and ``would_restore(entries)`` answers the
-    same without writing.
+    A restore (sweep.restore) asks each partition for ``restore(entries)``: write back the
+    entries whose keys do not exist (1 restored, 0 exists, -1 its TTL ran out), and in check
+    mode ``would_restore(entries)``: the same answers, without writing.
     """
 
     reading = False
@@ -122,12 +122,6 @@ class Partition:
 
     def after_failure(self, job, exc):  # pylint: disable=unused-argument
         return None
-
-    def restore(self, entries):
-        raise NotImplementedError
-
-    def would_restore(self, entries):
-        raise NotImplementedError
 
 
 def sweep_partition(job, partition: Partition) -> None:
