@@ -139,4 +139,3 @@ class _Redirections:
 def _one_group_per_entry(group) -> list:
     """Script groups of one entry each: a group a cluster node could not run whole (TRYAGAIN), split."""
     return [[entry] for entry in group]
-

@@ -140,7 +140,6 @@ return result
 """
 
 
-
 def _hash_of_flat_reply(flat) -> dict:
     """A hash from its flat HGETALL answer (name, value, name, value, ...)."""
     pairs = iter(flat)
@@ -195,7 +194,6 @@ def _restore_args(group):
     return len(args), b''.join(bulk(arg) for arg in args)
 
 
-
 # SCAN pages whose keys are remembered: SCAN lists a key again when the table is resized
 # between two calls, and the keys it repeats then come from the buckets it visited just
 # before (SCAN walks the table in reverse-binary order, so the buckets of a resized one are
@@ -220,7 +218,6 @@ class _RecentKeys:
         if len(self._pages) > SCAN_MEMORY_PAGES:
             self._keys -= self._pages.popleft()
         return keys
-
 
 
 class RedisPartition(Partition):
@@ -670,4 +667,3 @@ def _with_ttls(entries, replies):
             raise ttl
         entry.pexpireat = now_ms + ttl if ttl >= 0 else None
     return entries
-

@@ -180,4 +180,3 @@ class _PrimaryWatch:
             raise StoreError(f'the new refresh token was written to {host_port(primary)}, which lost it: the primary the '
                              f'Sentinels name now, {host_port(now)}, does not hold it (a Sentinel failover)')
         return answer
-
