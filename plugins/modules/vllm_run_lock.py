@@ -20,7 +20,7 @@ description:
     C(SET NX PX); renewed, taken over and deleted by a compare-and-set script, so only the value read is ever
     replaced. In etcd it is the key C(vllm_dr/lock/<name>), bound to an etcd lease of O(duration) seconds and
     created by a transaction that requires it to be absent. The store user needs write access to that key
-    (Redis ACL C(+set +get +pttl +evalsha +eval +script|load +unlink); etcd C(readwrite) on C(vllm_dr/lock/)).
+    (Redis ACL C(+set +get +pttl +evalsha +script|load +unlink); etcd C(readwrite) on C(vllm_dr/lock/)).
   - With O(lock=lease) the lock is a C(coordination.k8s.io/v1) Lease named O(name) in O(namespace); its
     C(holderIdentity) is O(owner). It is created (a conflict means another run holds it), renewed and taken over
     by a replace guarded by its C(resourceVersion), and deleted with that C(resourceVersion) as precondition. The

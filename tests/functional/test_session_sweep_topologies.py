@@ -15,7 +15,7 @@ from harness.sessions import ETCD_PREFIX, PREFIX, dump_etcd, dump_redis, iso, se
 
 # What a sweeper needs and nothing more: its own keys, and the commands of the scripts.
 SWEEPER_ACL = ('user sweeper on >sweeper-secret ~vllm:session:* resetchannels -@all '
-               '+ping +hello +scan +evalsha +eval +script|load +script|exists +type +pttl '
+               '+ping +hello +scan +evalsha +script|load +script|exists +type +pttl '
                '+hgetall +get +hget +hmget +unlink +exists +hset +set +pexpireat +time')
 
 

@@ -21,7 +21,7 @@ from harness.sessions import ETCD_PREFIX, dump_redis, seed_redis
 ADMIN = ('admin', 'admin-secret')
 # Everything a sweep needs (see test_session_sweep_topologies.SWEEPER_ACL), then one command taken away.
 SWEEPER = ('user sweeper on >sweeper-secret ~vllm:session:* resetchannels -@all '
-           '+ping +hello +scan +evalsha +eval +script|load +script|exists +type +pttl '
+           '+ping +hello +scan +evalsha +script|load +script|exists +type +pttl '
            '+hgetall +get +hget +hmget +unlink +exists +hset +set +pexpireat +time')
 
 

@@ -141,7 +141,7 @@ _ROLES = {
     'sentinel': ('Sentinel', 'sentinel_hosts', "sentinel_password (the Sentinels' own password, not the primary's)"),
 }
 
-SWEEPER_GRANTS = ('+scan +evalsha +eval +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
+SWEEPER_GRANTS = ('+scan +evalsha +script|load +type +pttl +hgetall +get +hget +hmget +unlink +exists +hset '
                   '+set +pexpireat +time')
 
 

@@ -15,12 +15,15 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import base64
+import collections
+import contextlib
 import json
 import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_etcd_endpoint
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import EntryBatch, Partition
 
 ETCD_IMPORT_ERROR = None
 try:
@@ -85,7 +88,27 @@ _REFUSED = ('invalid', 'denied', 'precondition', 'compacted', 'unauthenticated')
 _OPERATIONS = {'/kv/range': 'reading', '/kv/txn': 'deleting or writing', '/kv/put': 'writing'}
 
 
-class EtcdStore:
+class _SweepState:
+    """Where a sweep of the prefix is: the next page's first key (None after the last page), the pinned revision."""
+
+    def __init__(self, batch_size: int, guard_fields, prefix: bytes):
+        self.batch_size = batch_size
+        self.guard_fields = guard_fields
+        self.start = prefix
+        self.revision = None
+        self.deletes = collections.deque()  # _Delete, oldest first
+
+
+class _Delete:
+    """A delete's victims, the (part, outcome) answers of its transactions so far, and the error that stopped it."""
+
+    def __init__(self, victims):
+        self.victims = victims
+        self.answered = []
+        self.failure = None
+
+
+class EtcdStore(Partition):
     """Sessions under ``key_prefix`` in an etcd cluster; the first endpoint that answers is used."""
 
     backend = 'etcd'
@@ -99,6 +122,7 @@ class EtcdStore:
         self.prefix = key_prefix.encode('utf-8')
         self.params = params
         self.location = None
+        self._sweep = None
         self.client, self.location = self._connect(params)
 
     def _connect(self, params: dict):
@@ -180,30 +204,67 @@ class EtcdStore:
         """One call to the v3 JSON API (the run lock's, _run_lock.py); a failure is a one-line StoreError."""
         return self._call(path, payload)
 
-    # ---- the partition interface (etcd is one partition) ------------------------------------
+    # ---- the partition interface (loop.Partition; etcd is one partition) --------------------
 
     def partitions(self):
         return [self]
 
-    def sweep(self, job) -> None:
-        job.run_in_turn(self)
+    @contextlib.contextmanager
+    def open(self, job):
+        """A sweep reads every key under the prefix, a page at a time, at the revision of the first page."""
+        self._sweep = _SweepState(job.options.batch_size, job.options.guard_fields, self.prefix)
+        try:
+            yield
+        finally:
+            self._sweep = None
 
-    def scan_batches(self, batch_size: int):
-        """Every key under the prefix, a page at a time, at the revision of the first page; the module judges each."""
-        start, end, revision = self.prefix, prefix_range_end(self.prefix), None
-        while True:
-            payload = {'key': _b64(start), 'range_end': _b64(end), 'limit': batch_size}
-            if revision is not None:
-                payload['revision'] = revision
-            reply = self._call('/kv/range', payload)
-            revision = revision or int(reply['header']['revision'])
-            kvs = reply.get('kvs', [])
-            if kvs:
-                yield [Entry(base64.b64decode(kv['key']), 'json', value=base64.b64decode(kv.get('value', '')),
-                             version=int(kv['mod_revision']), lease=int(kv.get('lease', 0))) for kv in kvs]
-            if not reply.get('more') or not kvs:
-                return
-            start = base64.b64decode(kvs[-1]['key']) + b'\0'
+    @property
+    def reading(self) -> bool:
+        return self._sweep.start is not None
+
+    def next_batch(self):
+        """The next page of keys under the prefix, read at the revision of the first page; None after the last."""
+        sweep = self._sweep
+        if sweep.start is None:
+            return None
+        payload = {'key': _b64(sweep.start), 'range_end': _b64(prefix_range_end(self.prefix)), 'limit': sweep.batch_size}
+        if sweep.revision is not None:
+            payload['revision'] = sweep.revision
+        reply = self._call('/kv/range', payload)
+        sweep.revision = sweep.revision or int(reply['header']['revision'])
+        kvs = reply.get('kvs', [])
+        sweep.start = base64.b64decode(kvs[-1]['key']) + b'\0' if reply.get('more') and kvs else None
+        return EntryBatch([Entry(base64.b64decode(kv['key']), 'json', value=base64.b64decode(kv.get('value', '')),
+                                 version=int(kv['mod_revision']), lease=int(kv.get('lease', 0))) for kv in kvs])
+
+    def send_delete(self, victims) -> None:
+        """Run the delete's transactions now (delete_unchanged); settle_oldest counts what they answered.
+
+        A failed transaction stops the sweep at once; what the ones before it did is counted
+        when the loop settles this delete.
+        """
+        delete = _Delete(victims)
+        self._sweep.deletes.append(delete)
+        try:
+            for part, outcome in self.delete_unchanged(victims, self._sweep.guard_fields):
+                delete.answered.append((part, outcome))
+        except StoreError as exc:
+            delete.failure = exc
+            raise
+
+    @property
+    def deletes_in_flight(self) -> int:
+        return len(self._sweep.deletes)
+
+    def settle_oldest(self, job) -> None:
+        """Count what the oldest delete's transactions did; when one was refused, the victims not answered were kept."""
+        delete = self._sweep.deletes.popleft()
+        settled = 0
+        for part, outcome in delete.answered:
+            job.settle(part, outcome)
+            settled += len(part)
+        if delete.failure is not None and delete.failure.refused:  # it changed nothing, and the rest were never sent
+            job.abandon(delete.victims[settled:])
 
     def _txn(self, compares, successes) -> bool:
         return bool(self._call('/kv/txn', {'compare': compares, 'success': successes}).get('succeeded'))

@@ -21,15 +21,25 @@ import hashlib
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import bulk, bulks
 
+try:
+    from redis.exceptions import NoScriptError
+except ImportError:
+    pass  # only the Redis store and the run lock use this module, and they report the missing library
+
 
 def is_error(reply, code: str) -> bool:
     """Whether a pipelined reply is the server's error ``code`` (an error reply stays in its place as an exception)."""
     return isinstance(reply, Exception) and str(reply).startswith(code)
 
 
+def is_noscript(reply) -> bool:
+    """Whether a reply says the server lost the script (NOSCRIPT): a NoScriptError, as redis-py's parser and the Wire classify it."""
+    return isinstance(reply, NoScriptError)
+
+
 def noscript_positions(replies) -> list:
     """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
-    return [index for index, reply in enumerate(replies) if is_error(reply, 'NOSCRIPT')]
+    return [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
 
 
 def reply_or_raise(reply):

@@ -22,7 +22,7 @@ import socket
 
 try:
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import ResponseError, TimeoutError as RedisTimeoutError
+    from redis.exceptions import NoScriptError, ResponseError, TimeoutError as RedisTimeoutError
 except ImportError:
     pass  # only the Redis store uses this module, and it reports the missing library
 
@@ -74,12 +74,25 @@ def _joined(values, before: bytes) -> bytes:
     return b''.join([b'%s$%d\r\n%s\r\n' % (before, len(value), value) for value in values])
 
 
+def error_reply(text: str) -> ResponseError:
+    """An error reply read off the wire, classified as redis-py's parser classifies it where the sweep decides by it.
+
+    NOSCRIPT (the server lost a script: run it again after SCRIPT LOAD) is a NoScriptError
+    with the code cut off, as redis-py's reader makes it; any other error reply is a
+    ResponseError that keeps the server's whole text (errors.py reads its code, and a
+    cluster's redirections are read off it).
+    """
+    if text.startswith('NOSCRIPT '):
+        return NoScriptError(text[len('NOSCRIPT '):])
+    return ResponseError(text)
+
+
 def _new_reader():
     """(a hiredis reader, whether it answers _NO_REPLY while no whole reply is buffered: a hiredis since 2.x does)."""
     try:
-        return hiredis.Reader(replyError=ResponseError, notEnoughData=_NO_REPLY), True
+        return hiredis.Reader(replyError=error_reply, notEnoughData=_NO_REPLY), True
     except TypeError:  # a hiredis without notEnoughData: it answers False
-        return hiredis.Reader(replyError=ResponseError), False
+        return hiredis.Reader(replyError=error_reply), False
 
 
 class _SocketReplies:

@@ -5,8 +5,10 @@
 """Report, sweep and restore vLLM sessions in any store.
 
 The order of every batch is: read, judge, write the backup lines and fsync them,
-then delete conditionally on the server. If the store dies mid-sweep, the backup
-holds exactly what was deleted so far and a re-run finishes the job.
+then delete conditionally on the server (loop.py runs that order; SweepJob here
+makes its decisions: which entries go, what is counted, what the backup says).
+If the store dies mid-sweep, the backup holds exactly what was deleted so far and
+a re-run finishes the job.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """
@@ -24,6 +26,7 @@ import time
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import BackupReader, BackupWriter, header, prepare_backup_path
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
@@ -177,12 +180,12 @@ def _rare_collections():
 
 
 class SweepJob:
-    """What a store partition's sweep asks of the module, batch by batch.
+    """The decisions of one partition's sweep, batch by batch: which entries go, what is counted, what the backup says.
 
-    A partition drives the order (``RedisPartition.sweep`` overlaps its stages; a store
-    without a pipeline of its own calls ``run_in_turn``); for every batch it calls
-    ``judge``, then, when ``deleting``, ``back_up`` (or ``start_backup`` and
-    ``finish_backup``) before it deletes, and ``settle`` with what the delete did.
+    The loop (loop.sweep_partition) drives the order: for every batch it calls
+    ``judge_batch``, then, when ``deleting``, ``start_backup`` and ``finish_backup``
+    before the victims' delete is sent, ``settle`` with what the delete did, and
+    ``abandon`` for victims whose delete is never sent or was refused.
     """
 
     def __init__(self, sweeper, stats: Stats, delete: bool):
@@ -200,8 +203,24 @@ class SweepJob:
         """Whether the expiry alone decides (select expired or all): see judge_expiries."""
         return self.options.select in ('expired', 'all')
 
+    def judge_batch(self, batch):
+        """Count a batch (a loop.Batch) and return the entries to remove (never more than max_delete allows).
+
+        When the expiry alone decides, the sessions whose expiry the store read raw are judged
+        by it and only their victims become entries: half a sweep's sessions are usually kept,
+        and building their entries would cost more than judging them.
+        """
+        if not self.by_expiry:
+            return self._judge_each(batch.all_entries())
+        keys, raws = batch.raw_expiries(self.options.expires_field)
+        victims = batch.entries(self.judge_expiries(keys, raws)) if keys else []
+        others = batch.other_entries()
+        if others:
+            victims.extend(self.judge(others))
+        return victims
+
     def judge(self, entries):
-        """Count a batch and return the entries to remove (never more than max_delete allows)."""
+        """Count a batch of entries and return the ones to remove (never more than max_delete allows)."""
         if not self.by_expiry:
             return self._judge_each(entries)
         name = self.options.expires_field
@@ -239,9 +258,9 @@ class SweepJob:
     def judge_expiries(self, keys, raws):
         """The rule of the selections the expiry alone decides (``by_expiry``), for a batch of sessions.
 
-        ``raws[i]`` is the expiry field of the session at ``keys[i]`` (None: missing); a store
-        that can read it without building the session calls this directly and builds entries
-        for the victims only. Counts the batch; returns the positions to remove.
+        ``raws[i]`` is the expiry field of the session at ``keys[i]`` (None: missing), as the
+        store read it without building the session (judge_batch builds the victims only).
+        Counts the batch; returns the positions to remove.
         """
         options = self.options
         cutoff = options.cutoff
@@ -273,10 +292,6 @@ class SweepJob:
                 stats.sample_ids.append(self._session_id(key_of(victim)))
         self._limiter.consume(judged)
         return self._take_allowance(victims) if self.deleting else victims
-
-    def back_up(self, victims) -> None:
-        """Durably record the victims before any of them is deleted."""
-        self.finish_backup(self.start_backup(victims))
 
     def start_backup(self, victims):
         """Start recording the victims; finish_backup(the answer) before any of them is deleted."""
@@ -317,27 +332,6 @@ class SweepJob:
         if self.backing_up:
             self._writer.write_not_deleted(kept)
 
-    def run_in_turn(self, partition) -> None:
-        """The plain order for a store without a pipeline of its own: read, judge, back up, delete.
-
-        ``partition.delete_unchanged`` answers a part of the victims at a time, in their order,
-        so what was deleted before a failure is counted; when the store refused the failing
-        request, the backup says the victims not answered yet were kept.
-        """
-        for entries in partition.scan_batches(self.options.batch_size):
-            victims = self.judge(entries)
-            if self.deleting and victims:
-                self.back_up(victims)
-                settled = 0
-                try:
-                    for part, outcome in partition.delete_unchanged(victims, self.options.guard_fields):
-                        self.settle(part, outcome)
-                        settled += len(part)
-                except StoreError as exc:
-                    if exc.refused:  # the failed request changed nothing, and the rest were never sent
-                        self.abandon(victims[settled:])
-                    raise
-
 
 class Sweeper:
     def __init__(self, store, options: SweepOptions):
@@ -360,10 +354,10 @@ class Sweeper:
     def _run_partitions(self, stats: Stats, delete: bool) -> None:
         partitions = self.store.partitions()
         if len(partitions) == 1:
-            partitions[0].sweep(SweepJob(self, stats, delete))
+            sweep_partition(SweepJob(self, stats, delete), partitions[0])
             return
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(partitions)) as pool:
-            futures = [pool.submit(partition.sweep, SweepJob(self, stats, delete)) for partition in partitions]
+            futures = [pool.submit(sweep_partition, SweepJob(self, stats, delete), partition) for partition in partitions]
             for future in futures:
                 future.result()
 

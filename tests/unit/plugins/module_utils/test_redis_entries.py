@@ -7,7 +7,7 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import RedisPartition, _delete_args
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import RedisPartition, _ReplyBatch, _delete_args
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import Stats, Sweeper, SweepJob, SweepOptions
 
@@ -82,7 +82,7 @@ def judged(options, batch, fast):
     job = SweepJob(Sweeper(Names(), options), Stats(), delete=True)
     if fast:
         assert job.by_expiry
-        victims = RedisPartition(None, 'here', 'vllm:session:*', cluster=False)._judge(job, BATCH_KEYS, batch)
+        victims = job.judge_batch(_ReplyBatch(RedisPartition(None, 'here', 'vllm:session:*', cluster=False), BATCH_KEYS, batch))
     else:
         victims = job.judge(RedisPartition._entries(None, BATCH_KEYS, batch, False))
     stats = job.stats

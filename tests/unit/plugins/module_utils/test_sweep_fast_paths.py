@@ -9,7 +9,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire as _redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import (
     _expiries_in_place, _expiries_one_by_one)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import backup_lines
