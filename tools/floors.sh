@@ -48,6 +48,8 @@ cd "$root"
 exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml="$root/reports/floors.xml" \
   tests/functional/test_session_sweep_redis.py \
   tests/functional/test_session_sweep_topologies.py \
+  tests/functional/test_redis_wire_readers.py \
+  tests/functional/test_redis_scripts_one_way.py \
   tests/functional/test_session_store_errors.py \
   tests/functional/test_lab_and_probe.py \
   tests/functional/test_refresh_probe_hostile.py \
