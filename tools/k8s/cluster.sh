@@ -20,6 +20,7 @@ name="${VLLM_DR_K8S_NAME:-vllm-dr}"
 state="${VLLM_DR_K8S_STATE:-$HOME/.cache/inferops-vllm-dr/clusters}"
 export KWOK_WORKDIR="$state"
 kubeconfig="$state/$name.kubeconfig"
+creating_dir="${XDG_CACHE_HOME:-$HOME/.cache}/inferops-vllm-dr"
 
 die() { echo "k8s cluster: $*" >&2; exit 1; }
 
@@ -33,9 +34,13 @@ up() {
     if answers; then echo "$kubeconfig"; return 0; fi
     # A cluster left behind by a killed run: remove it before creating a new one of the same name.
     kwokctl delete cluster >/dev/null 2>&1 || true
-    mkdir -p "$state"
+    mkdir -p "$state" "$creating_dir"
+    # kwokctl picks each component's port as one free now, and binds it later: two clusters created at the same time
+    # (a suite and a bench, two suites) pick the same ports. Creations on this machine take turns; a cluster's ports
+    # are bound once it answers, so the next one picks others. (-o: the cluster's processes do not hold the lock.)
     # kwokctl writes its own kubeconfig; this one is the cluster's alone, so the user's ~/.kube/config is untouched.
-    kwokctl create cluster --runtime binary \
+    flock -o "$creating_dir/cluster-create.lock" \
+      "$bin/kwokctl" --config "$here/kwokctl.yaml" --name "$name" create cluster --runtime binary \
         --kubeconfig "$kubeconfig" \
         --kube-apiserver-binary "$bin/kube-apiserver" \
         --kube-controller-manager-binary "$bin/kube-controller-manager" \
