@@ -103,7 +103,8 @@ integration-k8s: deps
 	$(K8S_BUILD)
 	$(PYTEST) tests/functional/k8s --junitxml=$(REPORTS)/integration-k8s.xml
 
-# One Molecule scenario per role (extensions/molecule/<role>), on the incident lab, verified with testinfra.
+# One Molecule scenario per role that runs on the incident lab host (extensions/molecule/<role>), verified with
+# testinfra; k8s_target needs a Kubernetes API, tests/functional/k8s covers it.
 molecule: deps
 	$(BIN)/molecule test --all
 

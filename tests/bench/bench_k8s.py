@@ -57,7 +57,8 @@ AUDIT_POLICY = {
     'apiVersion': 'audit.k8s.io/v1', 'kind': 'Policy', 'omitStages': ['RequestReceived'],
     'rules': [{'level': 'Metadata', 'userGroups': ['system:serviceaccounts']}, {'level': 'None'}],
 }
-# the first ansible log line of each phase
+# the first ansible log line of each phase; the k8s_target role's tasks (access, discover, rollout wait) run inside
+# these phases and match none of the marks
 PHASE_MARKS = (('diagnose', re.compile(r'TASK \[inferops\.vllm_dr\.restore : ')),
                ('purge', re.compile(r'TASK \[inferops\.vllm_dr\.purge : ')),
                ('restart', re.compile(r'RUNNING HANDLER \[')),

@@ -264,7 +264,7 @@ def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_wa
         # the re-run waits for the rollout the first run left unfinished; the node comes back just after the re-run
         # listed the pods, so the rollout replaces them while it would read their logs and purge them
         log_path = str(tmp_path / 'rerun.log')
-        watcher = when_logged(log_path, r'TASK \[inferops\.vllm_dr\.restore : Keep the running pods\]',
+        watcher = when_logged(log_path, r'TASK \[inferops\.vllm_dr\.k8s_target : Keep the running pods\]',
                               lambda: kube.kubectl('uncordon', 'kwok-node-0'))
         rc, output = playbook(workload.write_inventory(vllm_dr_k8s_rollout_timeout=120), 'dr_restore.yml',
                               env=dict(kube.env, ANSIBLE_LOG_PATH=log_path))
@@ -273,7 +273,7 @@ def test_a_rollout_that_cannot_finish_fails_with_its_conditions_and_the_rerun_wa
         kube.kubectl('uncordon', 'kwok-node-0', check=False)
     assert rc == 0, output[-6000:]
     # the diagnosis waited for the rollout before it read the logs of the pods it left
-    assert re.search(r"TASK \[inferops\.vllm_dr\.purge : Wait until the Deployment's rollout is complete\].*"
+    assert re.search(r"TASK \[inferops\.vllm_dr\.k8s_target : Wait until the Deployment's rollout is complete\].*"
                      r'TASK \[inferops\.vllm_dr\.restore : Read the logs of every replica\]', output, re.S), output[-6000:]
     # the validation waited for the rollout too (whether or not the re-run restarted again)
     assert "Fix the rollout wait's deadline" in output[output.index('Prove the recovery'):], output[-6000:]

@@ -9,7 +9,7 @@ import re
 import shutil
 import sqlite3
 
-from harness.k8s_runbook import digest
+from harness.k8s_runbook import digest, rbac_documents, service_account_kubeconfig
 from harness.playbooks import playbook
 
 STAMP = '20260101T000000.000001Z'
@@ -71,6 +71,34 @@ def test_each_pod_still_running_gets_its_own_backup_back_with_its_sidecars(healt
                 for name in os.listdir(staged) if name.startswith('token_cache.db')} == own[pod]
     # the pods share the lab's volume: the second pod's restore came last, its set is what the cache holds now (the
     # first pod's -wal went with it)
+    assert cache_files(workload) == own[second]
+
+
+def test_rollback_runs_without_reading_logs_or_velero_restores(healthy_workload, tmp_path):
+    # the shipped Role without get on pods/log and without the Velero Role: what the rollback needs is pods list/get,
+    # pods/exec create, ReplicaSets list and the Deployment get, nothing of the diagnosis's evidence
+    workload = healthy_workload
+    kube = workload.kube
+    kube.apply(*[doc for doc in rbac_documents(workload.namespace, drop_verb=('get', 'pods/log'))
+                 if doc['metadata']['namespace'] == workload.namespace])
+    kubeconfig = service_account_kubeconfig(workload, tmp_path)
+    assert kube.kubectl('auth', 'can-i', 'get', 'pods', '--subresource=log', '-n', workload.namespace,
+                        kubeconfig=kubeconfig, check=False).strip() == 'no'
+    assert kube.kubectl('auth', 'can-i', 'list', 'restores.velero.io', '-n', 'velero',
+                        kubeconfig=kubeconfig, check=False).strip() == 'no'
+    first, second = sorted(pod['metadata']['name'] for pod in workload.pods())
+    run_dir = tmp_path / 'run-least'
+    own = {first: backup_set(run_dir, workload.namespace, first, 'first'),
+           second: backup_set(run_dir, workload.namespace, second, 'second')}
+    workload.write_inventory(vllm_dr_k8s_auth={'kubeconfig': kubeconfig}, vllm_dr_restored_at='')
+
+    rc, output = rollback(workload, run_dir)
+    assert rc == 0, output[-6000:]
+    assert 'Read the logs of every replica' not in output
+    assert 'Velero' not in output
+    for pod in (first, second):
+        assert f'{workload.namespace}/{pod}: {workload.namespace}_{pod}/token_cache.db.{STAMP}.bak (its own backup)' \
+            in output, output[-6000:]
     assert cache_files(workload) == own[second]
 
 
