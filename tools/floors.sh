@@ -50,6 +50,7 @@ exec "$venv/bin/python" -m pytest -p no:cacheprovider --junitxml="$root/reports/
   tests/functional/test_session_sweep_topologies.py \
   tests/functional/test_redis_wire_readers.py \
   tests/functional/test_redis_scripts_one_way.py \
+  tests/unit/plugins/module_utils/test_redis_wire.py \
   tests/functional/test_session_store_errors.py \
   tests/functional/test_lab_and_probe.py \
   tests/functional/test_refresh_probe_hostile.py \

@@ -10,7 +10,11 @@ process judges the previous one. redis-py opens the connection (TLS, AUTH, SELEC
 are its business); with hiredis installed the replies are parsed straight off that
 connection's socket (_SocketReplies, the one private hook), without redis-py's
 per-reply overhead. Without hiredis the same calls go through redis-py's public
-reader (_PublicReplies), slower but the same.
+reader (_PublicReplies), slower but the same. The commands are written by this
+module's encoder (encode, encode_each), which writes what redis-py's public
+Connection.pack_commands writes (a unit test compares them) about fifty times faster:
+through pack_commands the encoding alone would take about 2 s of a 4 s sweep of a
+million sessions.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """

@@ -26,3 +26,19 @@ def test_encoded_commands_read_back_as_sent():
     reader.feed(encode_each(b'PTTL', keys) + encode((b'SCAN', b'0', b'COUNT', 1000)))
     assert [reader.gets() for _command in range(4)] == [[b'PTTL', key] for key in keys] + [[b'SCAN', b'0', b'COUNT', b'1000']]
     assert reader.gets() is False
+
+
+@pytest.mark.parametrize('commands', [
+    [(b'HGETALL', b'vllm:session:0x%08x' % i) for i in range(100)],
+    [(b'SCAN', b'0', b'MATCH', b'vllm:session:*', b'COUNT', 1000), (b'PTTL', b'a\r\nb'), (b'EVALSHA', b'f' * 40, 1, b'')],
+])
+def test_the_encoder_writes_what_redis_py_packs(commands):
+    """The sweep's own encoder and redis-py's public Connection.pack_commands agree byte for byte.
+
+    redis-py's packer costs about 1.3 ms per 1,000 commands here against 0.02 ms, close to 2 s of a 4 s sweep of
+    a million sessions; the encoder is the sweep's, and this keeps it honest against the library.
+    """
+    import redis  # pylint: disable=import-outside-toplevel
+
+    packed = b''.join(redis.Connection().pack_commands(commands))
+    assert b''.join(encode(command) for command in commands) == packed
