@@ -10,6 +10,10 @@ set -euo pipefail
 [[ $# -ge 4 && "$4" == "--" ]] || { echo "usage: go-tool.sh NAME PACKAGE VERSION -- ARGS..." >&2; exit 2; }
 name="$1" package="$2" version="$3"
 shift 4
+# Read once and kept from the children: a GO_TOOL_BUILD that runs go-tool.sh for another tool (the collector's build
+# runs the builder's) would otherwise build that tool with this build command too, and wait for its own lock forever.
+build_command="${GO_TOOL_BUILD:-}" build_tags="${GO_TOOL_TAGS:-}"
+unset GO_TOOL_BUILD GO_TOOL_TAGS
 
 root="${VLLM_DR_K8S_CACHE:-$HOME/.cache/inferops-vllm-dr}"
 cache="$root/${name}-${version}"
@@ -31,10 +35,10 @@ if [[ ! -x "$bin/$name" ]]; then
         trap 'rm -rf "$stage"' EXIT
         export GOBIN="$stage" GOPATH="$root/go" GOCACHE="$root/go-build" GOMODCACHE="$root/go/pkg/mod" \
             CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -buildvcs=false" GOTOOLCHAIN=local
-        if [[ -n "${GO_TOOL_BUILD:-}" ]]; then
-            (cd "$stage" && bash -c "$GO_TOOL_BUILD" >&2) || die "building $package $version failed (see above)"
+        if [[ -n "$build_command" ]]; then
+            (cd "$stage" && bash -c "$build_command" >&2) || die "building $package $version failed (see above)"
         else
-            go install ${GO_TOOL_TAGS:+-tags "$GO_TOOL_TAGS"} -ldflags "-s -w" "$package@$version" ||
+            go install ${build_tags:+-tags "$build_tags"} -ldflags "-s -w" "$package@$version" ||
                 die "go install $package@$version failed (see above)"
         fi
         mv -f "$stage/$name" "$bin/$name"
