@@ -94,12 +94,26 @@ def test_the_incidents_alert_fires_from_the_gateway_log_and_resolves_after_the_r
         assert alert['annotations']['runbook_url'].endswith('#vllmtokenrefresherrors')
         assert 'instance' not in alert['labels']
 
-        # the exported counters count every incident line the gateway wrote since the collector started: cumulative,
-        # not the last batch (what the count connector's deltas give the exporter by themselves)
-        for name, pattern in (('vllm_log_token_refresh_error_total', 'TokenRefreshError'),
-                              ('vllm_log_invalid_session_token_total', 'Invalid token in session state')):
-            wait_for(lambda name=name, pattern=pattern: counter(collector.metrics(), name) ==
-                     lines_with(lab.log_path, pattern, before) > 2, 10, f'{name} equal to the log\'s lines')
+        # the exported counters add up every incident line the gateway writes: cumulative, not the last batch (what
+        # the count connector's deltas give the exporter by themselves). The receiver starts at the file's end on its
+        # first read, so lines written before that read are not counted: from a quiet moment on, each new line must be.
+        counted = {'vllm_log_token_refresh_error_total': 'TokenRefreshError',
+                   'vllm_log_invalid_session_token_total': 'Invalid token in session state'}
+
+        def quiet():
+            first = {name: counter(collector.metrics(), name) for name in counted}
+            time.sleep(2)
+            second = {name: counter(collector.metrics(), name) for name in counted}
+            return second if first == second and None not in second.values() else None
+
+        at_rest = wait_for(quiet, 20, 'the counters at rest')
+        lines_at_rest = {name: lines_with(lab.log_path, pattern, before) for name, pattern in counted.items()}
+        for _round in range(3):
+            failing_refreshes()
+        for name, pattern in counted.items():
+            wait_for(lambda name=name, pattern=pattern: counter(collector.metrics(), name) - at_rest[name] ==
+                     lines_with(lab.log_path, pattern, before) - lines_at_rest[name] > 2, 10,
+                     f'{name} grown by the log\'s new lines')
         exposed = collector.metrics()
         assert re.search(rf'^vllm_log_token_refresh_error_total\{{.*instance="{INSTANCE}".*\}}', exposed, re.MULTILINE)
 
