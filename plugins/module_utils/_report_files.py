@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import fsync_directory
@@ -61,7 +62,7 @@ def _same(path: str, data: bytes, mode: int) -> bool:
         info = os.lstat(path)
     except FileNotFoundError:
         return False
-    if not os.path.isfile(path) or os.path.islink(path) or info.st_mode & 0o7777 != mode or info.st_size != len(data):
+    if not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != mode or info.st_size != len(data):
         return False
     with open(path, 'rb') as handle:
         return handle.read() == data
