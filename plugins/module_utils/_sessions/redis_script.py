@@ -39,7 +39,7 @@ def is_noscript(reply) -> bool:
 
 def noscript_positions(replies) -> list:
     """The positions of the script runs the server could not start: it had lost the script (NOSCRIPT)."""
-    return [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    return [index for index, reply in enumerate(replies) if is_noscript(reply)]
 
 
 def reply_or_raise(reply):
