@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs make gates in lanes side by side: each argument is one lane, "name: gate gate ...", its gates in turn.
 # Every line of output carries its lane's name; every gate runs even when an earlier one is red (make -k); at the
-# end one table names each gate, its lane, its time and its result.
+# end one table names each gate, its lane, its time and its result, and under it, for each gate that failed, the
+# lines that say what failed (pytest's short summary, ansible's fatal lines, make's errors), so the end of a long log
+# is enough to see why the run is red.
 #   VLLM_DR_LANES=1   every gate in one lane, in the order given (a one-core machine, or to read a gate's output alone)
 # Exit status: non-zero when any gate failed.
 set -uo pipefail
@@ -16,7 +18,7 @@ run_lane() {  # lane name, gates...
   : >"$results/$name"
   for gate in "$@"; do
     start=$SECONDS
-    "$make_cmd" --no-print-directory "$gate" 2>&1 | sed -u "s/^/[$name] /"
+    "$make_cmd" --no-print-directory "$gate" 2>&1 | tee "$results/$name.$gate.log" | sed -u "s/^/[$name] /"
     rc=${PIPESTATUS[0]}
     printf '%s\t%s\t%s\t%s\n' "$gate" "$name" "$((SECONDS - start))" "$rc" >>"$results/$name"
   done
@@ -55,4 +57,16 @@ for ((i = 0; i < ${#lanes[@]}; i += 2)); do
   done <"$results/${lanes[i]}"
 done
 printf '%-18s %-6s %7s  %s\n' all '' "$((SECONDS - start))" "$([ $status = 0 ] && echo passed || echo FAILED)"
+for ((i = 0; i < ${#lanes[@]}; i += 2)); do
+  while IFS=$'\t' read -r gate lane seconds rc; do
+    [ "$rc" = 0 ] && continue
+    echo
+    echo "== why $gate failed (its whole output is above, each line marked [$lane])"
+    # pytest: the short summary's FAILED/ERROR lines; ansible: fatal and failed task lines; make: its error lines
+    grep -E '^(FAILED|ERROR) |^E  +[A-Za-z]|^fatal: |^failed: |^ERROR[!:]|^make(\[[0-9]+\])?: \*\*\*' \
+      "$results/$lane.$gate.log" | cut -c1-400 | tail -n 40
+    echo "-- its last lines:"
+    tail -n 15 "$results/$lane.$gate.log" | cut -c1-400
+  done <"$results/${lanes[i]}"
+done
 exit $status
