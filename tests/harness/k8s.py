@@ -261,7 +261,9 @@ class GatewayRuntime:
         complete = chunk[:chunk.rfind(b'\n') + 1]
         if not complete:
             return
-        stamp = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime()) + '.%09dZ' % (time.time_ns() % 1_000_000_000)
+        # seconds and fraction from one reading (time.gmtime() alone reads a coarser clock that may lag a second)
+        seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+        stamp = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds)) + '.%09dZ' % nanos
         with open(pod_log_path(self.lab), 'ab') as target:
             for line in complete.splitlines():
                 target.write(stamp.encode() + b' stdout F ' + line + b'\n')

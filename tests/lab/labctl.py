@@ -306,9 +306,16 @@ class Lab:
         self._wait_redis()
         self.start_gateway()
         # restored_at has whole seconds, as an operator writes it; a real restore ends long after its snapshot, the
-        # lab's within the same second: wait for the next second so that the snapshot's files are older than it
-        time.sleep(max(0.0, math.floor(self.state.get('snapshot_at', 0)) + 1 - time.time()))
-        self.state['restored_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+        # lab's within the same second: wait for the next second so that the snapshot's files are older than it.
+        # restored_at is written from the same reading of the clock that ended the wait: time.gmtime() without an
+        # argument reads the kernel's coarse clock, a few milliseconds behind time.time(), and then still gave the
+        # snapshot's own second now and then (the restored cache looked written after the restore)
+        next_second = math.floor(self.state.get('snapshot_at', 0)) + 1
+        now = time.time()
+        while now < next_second:
+            time.sleep(next_second - now)
+            now = time.time()
+        self.state['restored_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))
         self._save()
         return {'restored_at': self.state['restored_at']}
 

@@ -82,7 +82,10 @@ def test_a_cache_on_an_empty_dir_is_purged_by_the_restart_with_no_exec(empty_dir
     assert named and sorted(named.group(1).split(', ')) == pods, output[-6000:]
     result = report(workload)
     assert result['diagnosis']['kubernetes']['cache_reach']['strategy'] == 'restart'
-    assert result['diagnosis']['cache']['stale'] is True
+    with open(workload.lab.log_path, encoding='utf-8') as log:
+        why = (result['diagnosis']['cache'], result['diagnosis'].get('restored_at'), workload.runtime.restarts,
+               log.read()[-3000:])
+    assert result['diagnosis']['cache']['stale'] is True, why
     # replaced by the restart: every pod new, the gateway started on an empty cache, and the refresh works
     assert not set(pods) & {pod['metadata']['name'] for pod in workload.pods()}
     assert workload.runtime.restarts
