@@ -7,34 +7,52 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import sys
 
-from harness.k8s_runbook import report, run, store, when
+from harness.k8s_runbook import report, run, store
 from harness.sessions import dump_redis
 
 
-def delete_when_backed_up(workload, pod):
-    """Delete `pod` at once as soon as the purge wrote its first backup on the volume: mid-loop, before its turn.
+def delete_after_first_backup(workload, pod, work) -> tuple:
+    """An interpreter for the pods that deletes `pod` right after the purge wrote its first backup, before the purge
+    loop reaches `pod`: (the interpreter's path, the file it creates once `pod` is deleted).
 
+    kwok runs each `kubectl exec` on this machine, so the pods' interpreter can be a script that runs this Python and,
+    once the module in the first pod has returned with its backup on the volume, deletes `pod` before the loop goes on.
     The purge visits the pods in name order, so the first backup is the first pod's and `pod`, the second, is next.
+    Done in the loop's own step, not by a watcher racing it: under load the loop would otherwise win now and then.
     """
     backups = os.path.join(os.path.dirname(workload.lab.cache_path), '.vllm_dr_backups')
-    return when(lambda: any(files for _root, _dirs, files in os.walk(backups)),
-                lambda: workload.kube.kubectl('-n', workload.namespace, 'delete', 'pod', pod, '--grace-period=0',
-                                              '--force'))
+    deleted, script = os.path.join(work, 'deleted'), os.path.join(work, 'python')
+    kubectl = ' '.join(shlex.quote(part) for part in (
+        workload.kube.kubectl_path, '--kubeconfig', workload.kube.kubeconfig, '-n', workload.namespace, 'delete',
+        'pod', pod, '--grace-period=0', '--force'))
+    with open(script, 'w', encoding='utf-8') as handle:
+        handle.write(f'''#!/bin/sh
+{shlex.quote(sys.executable)} "$@"
+rc=$?
+if [ ! -e {shlex.quote(deleted)} ] && [ -n "$(find {shlex.quote(backups)} -type f 2>/dev/null | head -n 1)" ]; then
+  {kubectl} >/dev/null 2>&1 && touch {shlex.quote(deleted)}
+fi
+exit $rc
+''')
+    os.chmod(script, 0o755)
+    return script, deleted
 
 
-def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_completes(workload):
+def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_completes(workload, tmp_path):
     pods = sorted(pod['metadata']['name'] for pod in workload.pods())
     assert len(pods) == 2
     store_before = dump_redis(store(workload))
     config_before = workload.config_map()['data']
     generation = workload.deployment()['metadata']['generation']
 
-    inventory = workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod')
-    watcher = delete_when_backed_up(workload, pods[1])
+    python, deleted = delete_after_first_backup(workload, pods[1], str(tmp_path))
+    inventory = workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python)
     rc, output = run(workload, inventory=inventory)
-    watcher.join()
-    assert rc != 0
+    assert os.path.exists(deleted), output[-6000:]
+    assert rc != 0, output[-6000:]
     match = re.search(rf'pod {pods[1]} of Deployment vllm in namespace {workload.namespace} went away during the purge '
                       r'\(deleted or replaced\), so its cache was not purged\n'
                       r'the cache was purged in 1 other pod \(backups in (\S+)\); sessions, the configuration and the '
