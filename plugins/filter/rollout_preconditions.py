@@ -11,7 +11,8 @@ version_added: 0.1.0
 description:
   - Judges, before the first change, what the purge on Kubernetes relies on. The ConfigMap exists and holds the
     configuration key, the key parses as YAML and the ConfigMap is mutable when the edit is needed. The Deployment
-    exists and is not paused. The pods the diagnosis reached are still running.
+    exists and is not paused. The pods the diagnosis reached are still running. The backup directory inside the pods
+    is an absolute path.
   - Returns one line per problem, each naming the fix; an empty list means the purge may start.
 options:
   _input:
@@ -58,6 +59,11 @@ options:
     type: list
     elements: str
     default: []
+  pod_backup_dir:
+    description:
+      - Where the purge keeps its backups inside each pod (C(vllm_dr_k8s_pod_backup_dir)); a relative path is a
+        problem. Not checked when omitted.
+    type: str
 author:
   - inferops SRE (@inferops)
 """

@@ -6,6 +6,8 @@ when not, which pods are its own, and what the purge needs of it before it chang
 
 from __future__ import annotations
 
+import posixpath
+
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
 
 REVISION = 'deployment.kubernetes.io/revision'
@@ -104,15 +106,21 @@ def running_pods(pods: list) -> list:
 
 def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, config_maps: list, *,
                         namespace: str, config_map: str, config_key: str, edit_path: str, edit_value,
-                        expected_pods: list = ()) -> list:
+                        expected_pods: list = (), pod_backup_dir: str | None = None) -> list:
     """Every reason the purge cannot run to its end, one line each, judged before it changes anything.
 
     `deployment` is the named Deployment (None when gone), `pods`/`replicasets` everything the selector and the
     namespace list, `config_maps` what reading the ConfigMap by name returned, `expected_pods` the pods the diagnosis
-    reached (the purge runs in them).
+    reached (the purge runs in them), `pod_backup_dir` where the purge keeps its backups inside each pod.
     """
     problems = []
     where = f'in namespace {namespace}'
+    if pod_backup_dir is not None and not posixpath.isabs(pod_backup_dir):
+        # a relative directory lands wherever the container's working directory is, and the copy to the controller
+        # cannot find it
+        problems.append(f'vllm_dr_k8s_pod_backup_dir {pod_backup_dir or "(empty)"} is not an absolute path; the purge '
+                        'keeps its backups there inside each pod, so set it to an absolute directory on the volume '
+                        'that holds the token cache')
     if not config_maps:
         problems.append(f'ConfigMap {config_map} not found {where}; set vllm_dr_k8s_config_map to the ConfigMap '
                         'that carries vllm.yaml')

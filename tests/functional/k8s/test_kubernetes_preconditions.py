@@ -8,11 +8,11 @@ import re
 from harness.k8s_runbook import cluster_state, digest, report, run
 
 
-def fails_before_any_change(workload, *patterns):
+def fails_before_any_change(workload, *patterns, extra=()):
     """Run the runbook: it fails, naming each problem on its own line, and nothing in the cluster or cache changed."""
     before = cluster_state(workload)
     cache = digest(workload.lab.cache_path)
-    rc, output = run(workload)
+    rc, output = run(workload, *extra)
     assert rc != 0, output[-4000:]
     for pattern in patterns:
         failure = [line for line in output.splitlines() if 'fatal:' in line or 'ERROR' in line]
@@ -48,11 +48,13 @@ def test_each_precondition_fails_before_any_change_and_the_fixed_run_completes(w
         rf'Deployment vllm in namespace {namespace} is paused, so its restart would never roll out; resume it')
     kube.kubectl('-n', namespace, 'rollout', 'resume', 'deployment/vllm')
 
-    # the key missing
+    # the key missing, and a backup directory inside the pods that is not an absolute path
     kube.apply({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'vllm-config', 'namespace': namespace},
                 'data': {'logging.ini': original['logging.ini']}})
     fails_before_any_change(workload, rf'ConfigMap vllm-config in namespace {namespace} has no key vllm\.yaml '
-                                      r'\(keys: logging\.ini\); set vllm_dr_k8s_config_key')
+                                      r'\(keys: logging\.ini\); set vllm_dr_k8s_config_key',
+                            r'vllm_dr_k8s_pod_backup_dir backups is not an absolute path; ',
+                            extra=('-e', 'vllm_dr_k8s_pod_backup_dir=backups'))
 
     # vllm.yaml that is not YAML
     set_config(workload, data=dict(original, **{'vllm.yaml': original['vllm.yaml'] + 'oauth: [unclosed\n'}))
