@@ -1,5 +1,5 @@
-"""The run lock on the host platform, in the lab's Redis: one run at a time, given back at the end also on failure,
-expiring after a crash, broken by vllm_dr_force_unlock, never taken in check mode."""
+"""The run lock on the host platform, in the lab's Redis: one run at a time (runbook or rollback), given back at the
+end also on failure, expiring after a crash, broken by vllm_dr_force_unlock, never taken in check mode."""
 
 from __future__ import annotations
 
@@ -101,5 +101,31 @@ def test_a_failed_run_gives_the_lock_back(lab):
     rc, output = run(lab, '-e', 'vllm_dr_restart_command=false')
     assert rc != 0
     assert re.search(TAKE, output).group(1) == 'changed'
+    assert re.search(GIVE_BACK, output).group(1) == 'changed', output[-3000:]
+    assert store(lab).exists(KEY) == 0
+
+
+def test_a_rollback_holds_the_lock_too_and_refuses_while_a_run_holds_it(lab):
+    rc, output = run(lab)
+    assert rc == 0, output[-3000:]
+    run_dir = json.loads((lab.reports / 'lab.json').read_text())['purge']['backup_dir']
+    rollback = ('dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run_dir}')
+
+    # another run holds the target: the rollback puts nothing back and names it in one line
+    hold(lab)
+    before = lab_state(lab)
+    rc, output = playbook(lab.inventory_path, *rollback)
+    assert rc != 0
+    assert re.search(r'"msg": "the run lock vllm_dr:lock:vllm-dr in Redis is held by ' + re.escape(OTHER)
+                     + r' since \S+Z, until \S+Z \(expires in \d+ s\): another recovery run', output), output[-3000:]
+    assert lab_state(lab) == before
+    assert holder(lab) == OTHER
+
+    # free again: the rollback takes the lock before its first change and gives it back at its end
+    store(lab).delete(KEY)
+    rc, output = playbook(lab.inventory_path, *rollback)
+    assert rc == 0, output[-3000:]
+    assert re.search(TAKE, output).group(1) == 'changed'
+    assert output.index('Hold the run lock of the target: acquired') < output.index('TASK [Put the token cache back]')
     assert re.search(GIVE_BACK, output).group(1) == 'changed', output[-3000:]
     assert store(lab).exists(KEY) == 0
