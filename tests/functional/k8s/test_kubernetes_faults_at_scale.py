@@ -19,7 +19,7 @@ from harness.k8s import KubeError
 from harness.k8s_runbook import digest, report, run, store, when
 from harness.modules import run_module
 from harness.sessions import dump_redis
-from test_kubernetes_pod_gone import delete_when_backed_up
+from test_kubernetes_pod_gone import delete_after_first_backup
 from test_kubernetes_rollout_wait import RESTARTED
 
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep, vllm_token_cache
@@ -48,12 +48,11 @@ def restart_stamp(workload):
         return None
 
 
-def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_everything(workload, capsys):
+def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_everything(workload, capsys, tmp_path):
     kube, lab, namespace = workload.kube, workload.lab, workload.namespace
     if not kube.owned:
         pytest.skip('stops the API server: only on the suite\'s own cluster')
     # the first fault is a pod gone while the pods are purged one after the other: every pod, on the shared volume too
-    workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod')
     kube.kubectl('-n', namespace, 'scale', 'deployment/vllm', f'--replicas={REPLICAS}')
     kube.rollout_status(namespace)
     port = lab.state['ports']['redis']
@@ -65,11 +64,13 @@ def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_ev
     # when the first backup is written): one line naming it, nothing else changed, the lock given back
     pods = sorted(pod['metadata']['name'] for pod in workload.pods())
     assert len(pods) == REPLICAS
-    watcher = delete_when_backed_up(workload, pods[-1])
+    # (the pods' interpreter deletes the last pod once the first pod's purge returned; later runs find it done)
+    python, deleted = delete_after_first_backup(workload, pods[-1], str(tmp_path))
+    workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python)
     held = {}
     lock_watcher = when(lambda: not lease_gone(workload), lambda: held.update(lease=True), every=0.5)
     rc, output = run(workload)
-    watcher.join()
+    assert os.path.exists(deleted), output[-6000:]
     assert rc != 0, output[-4000:]
     # the run held the target's lock while it purged, and gave it back when it failed
     assert held.get('lease'), 'the run never took its lock'

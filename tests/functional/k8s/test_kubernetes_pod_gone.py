@@ -20,7 +20,8 @@ def delete_after_first_backup(workload, pod, work) -> tuple:
 
     kwok runs each `kubectl exec` on this machine, so the pods' interpreter can be a script that runs this Python and,
     once the module in the first pod has returned with its backup on the volume, deletes `pod` before the loop goes on.
-    The purge visits the pods in name order, so the first backup is the first pod's and `pod`, the second, is next.
+    The purge visits the pods in name order, so the first backup is the first pod's, and any later `pod` is still to
+    come.
     Done in the loop's own step, not by a watcher racing it: under load the loop would otherwise win now and then.
     """
     backups = os.path.join(os.path.dirname(workload.lab.cache_path), '.vllm_dr_backups')
