@@ -31,10 +31,38 @@ class ServerError(RuntimeError):
     pass
 
 
+_HANDED_OUT = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (ip_local_port_range; Linux's default starts at 32768)."""
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range', encoding='ascii') as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the ephemeral range, not handed out before by this process.
+
+    The kernel gives ports of the ephemeral range to every outgoing connection and to bind(0): a port found free there
+    (bind(0), closed again) was now and then taken by a connection of a test running beside, before the server bound
+    it. Below that range only servers that pick their port themselves bind.
+    """
+    low = _ephemeral_low()
+    for _attempt in range(200):
+        port = random.randint(10000, max(10001, low - 1))
+        if port in _HANDED_OUT:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((LOOPBACK, port))
+        except OSError:
+            continue
+        _HANDED_OUT.add(port)
+        return port
+    raise ServerError(f'no free loopback port between 10000 and {low - 1}')
 
 
 def free_cluster_port() -> int:
