@@ -228,16 +228,21 @@ class Lab:
             self.state['tls_files'] = {'ca': files.ca_cert, 'cert': files.server_cert, 'key': files.server_key}
         self._write_config()
         self._save()
-        # all three start at once: the gateway waits for the provider when it signs itself in
-        self._start_redis()
-        self._start_idp()
-        self._wait_redis()
-        self.start_gateway()
-        self._wait_idp()
-        for sid in self.state['sessions']:
-            status, _body = self._post(f'{self.gateway_url}/api/v1/sessions', {'session_id': sid})
-            if status != 201:
-                raise LabError(f'signing in session {sid} failed with HTTP {status}')
+        try:
+            # all three start at once: the gateway waits for the provider when it signs itself in
+            self._start_redis()
+            self._start_idp()
+            self._wait_redis()
+            self.start_gateway()
+            self._wait_idp()
+            for sid in self.state['sessions']:
+                status, _body = self._post(f'{self.gateway_url}/api/v1/sessions', {'session_id': sid})
+                if status != 201:
+                    raise LabError(f'signing in session {sid} failed with HTTP {status}')
+        except BaseException:
+            # what did start is stopped: the callers' clean-up runs only once the lab is up
+            self.down()
+            raise
         self.state['up_at'] = time.time()
         self._save()
         return self.status()
