@@ -53,31 +53,33 @@ def free_port() -> int:
     low = _ephemeral_low()
     for _attempt in range(200):
         port = random.randint(10000, max(10001, low - 1))
-        if port in _HANDED_OUT:
-            continue
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((LOOPBACK, port))
-        except OSError:
-            continue
-        _HANDED_OUT.add(port)
-        return port
+        if port not in _HANDED_OUT and _can_bind(port):
+            _HANDED_OUT.add(port)
+            return port
     raise ServerError(f'no free loopback port between 10000 and {low - 1}')
+
+
+def _can_bind(*ports: int) -> bool:
+    """Whether every one of `ports` can be bound on the loopback now (each is let go again at once)."""
+    sockets = []
+    try:
+        for port in ports:
+            sockets.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sockets[-1].bind((LOOPBACK, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def free_cluster_port() -> int:
     """A free loopback port for a Redis Cluster node: at most 55535, with port + 10000 (its bus port) free too."""
     for _attempt in range(200):
         port = random.randint(20000, 55535)
-        if not port_open(port) and not port_open(port + 10000):
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as one, \
-                        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bus:
-                    one.bind((LOOPBACK, port))
-                    bus.bind((LOOPBACK, port + 10000))
-                return port
-            except OSError:
-                continue
+        if not port_open(port) and not port_open(port + 10000) and _can_bind(port, port + 10000):
+            return port
     raise ServerError('no free loopback port pair (port, port + 10000) for a Redis Cluster node')
 
 
