@@ -47,26 +47,24 @@ else
   wait "${pids[@]}"
 fi
 
-status=0
+status=0 failed=()
 echo
 printf '%-18s %-6s %7s  %s\n' gate lane seconds result
 for ((i = 0; i < ${#lanes[@]}; i += 2)); do
   while IFS=$'\t' read -r gate lane seconds rc; do
     printf '%-18s %-6s %7s  %s\n' "$gate" "$lane" "$seconds" "$([ "$rc" = 0 ] && echo passed || echo FAILED)"
-    [ "$rc" = 0 ] || status=1
+    [ "$rc" = 0 ] || { status=1; failed+=("$lane" "$gate"); }
   done <"$results/${lanes[i]}"
 done
 printf '%-18s %-6s %7s  %s\n' all '' "$((SECONDS - start))" "$([ $status = 0 ] && echo passed || echo FAILED)"
-for ((i = 0; i < ${#lanes[@]}; i += 2)); do
-  while IFS=$'\t' read -r gate lane seconds rc; do
-    [ "$rc" = 0 ] && continue
-    echo
-    echo "== why $gate failed (its whole output is above, each line marked [$lane])"
-    # pytest: the short summary's FAILED/ERROR lines; ansible: fatal and failed task lines; make: its error lines
-    grep -E '^(FAILED|ERROR) |^E  +[A-Za-z]|^fatal: |^failed: |^ERROR[!:]|^make(\[[0-9]+\])?: \*\*\*' \
-      "$results/$lane.$gate.log" | cut -c1-400 | tail -n 40
-    echo "-- its last lines:"
-    tail -n 15 "$results/$lane.$gate.log" | cut -c1-400
-  done <"$results/${lanes[i]}"
+for ((i = 0; i < ${#failed[@]}; i += 2)); do
+  lane=${failed[i]} gate=${failed[i + 1]}
+  echo
+  echo "== why $gate failed (its whole output is above, each line marked [$lane])"
+  # pytest: the short summary's FAILED/ERROR lines; ansible: fatal and failed task lines; make: its error lines
+  grep -E '^(FAILED|ERROR) |^E  +[A-Za-z]|^fatal: |^failed: |^ERROR[!:]|^make(\[[0-9]+\])?: \*\*\*' \
+    "$results/$lane.$gate.log" | cut -c1-400 | tail -n 40
+  echo "-- its last lines:"
+  tail -n 15 "$results/$lane.$gate.log" | cut -c1-400
 done
 exit $status
