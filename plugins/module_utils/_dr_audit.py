@@ -9,8 +9,6 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
-import posixpath
-
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import holds
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import (
     EXCLUDES, CLAIMED, VeleroError, cache_volume, deployment_for, excludes, named, policy_skips, restore_purge,

@@ -235,8 +235,8 @@ def restart_room(deployment: dict, quotas: list, limit_ranges: list, *, namespac
         for resource, limit in sorted(hard.items()):
             if resource not in _POD_RESOURCES:
                 continue
-            per_pod = 1.0 if _POD_RESOURCES[resource] is None else _pod_amount(containers, limit_ranges,
-                                                                              *_POD_RESOURCES[resource])
+            counted = _POD_RESOURCES[resource]
+            per_pod = 1.0 if counted is None else _pod_amount(containers, limit_ranges, *counted)
             needed, left = surge * per_pod, quantity(limit) - quantity(used.get(resource, 0))
             if per_pod and needed > left + 1e-9:
                 short.append(f'{resource}: used {used.get(resource, 0)} of {limit}, the surge needs '

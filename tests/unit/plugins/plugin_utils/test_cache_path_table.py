@@ -18,7 +18,8 @@ PODS = [{'metadata': {'name': 'vllm-a'}, 'spec': {'nodeName': 'n1'}},
         {'metadata': {'name': 'vllm-b'}, 'spec': {'nodeName': 'n1'}}]
 
 
-def deployment(mounts, volume=PVC, working_dir=None, read_only_root=False, env=None):
+def deployment(mounts, volume=None, working_dir=None, read_only_root=False, env=None):
+    volume = PVC if volume is None else volume
     container = {'name': 'vllm', 'volumeMounts': [{'name': 'config', 'mountPath': '/etc/vllm'}] + mounts}
     if working_dir:
         container['workingDir'] = working_dir
@@ -75,7 +76,7 @@ TABLE = [
 @pytest.mark.parametrize('case', TABLE, ids=[row[0] for row in TABLE])
 @pytest.mark.parametrize('read_only_root', [False, True])
 def test_the_cache_is_found_where_the_container_sees_it_and_reached_by_each_method(case, read_only_root):
-    _, mounts, volume, working_dir, cache_path, location, inside, strategy, by_exec, by_init = case
+    mounts, volume, working_dir, cache_path, location, inside, strategy, by_exec, by_init = case[1:]
     env = [{'name': 'POD_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.name'}}}]
     spec = deployment(mounts, volume, working_dir, read_only_root, env)
 
