@@ -214,8 +214,10 @@ bench-k8s: deps
 	$(BIN)/python tests/bench/bench_k8s.py $(BENCH_K8S_ARGS)
 
 # The incident lab by hand: make lab CMD=up|snapshot|rotate|restore|status|refresh\ s0|down
+# IDP=keycloak: the provider is a realm with refresh-token rotation in a real Keycloak (tools/keycloak), not Authlib
+IDP ?=
 lab: deps
-	cd tests && $(BIN)/python -m lab.labctl $(CMD)
+	cd tests && VLLM_DR_LAB_IDP="$(IDP)" $(BIN)/python -m lab.labctl $(CMD)
 
 # README command one: the lab drill (incident reproduced, runbook run, validation shown).
 demo: deps

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.keycloak import KeycloakServer
 from harness.servers import STORE_SERVERS, EtcdServer, RedisServer
 
 
@@ -33,3 +34,9 @@ def store_server(tmp_path, store_kind):
     with RedisServer(workdir=str(tmp_path / store_kind), kind=store_kind) as server:
         yield server
 
+
+@pytest.fixture(scope='session')
+def keycloak(tmp_path_factory):
+    """One real Keycloak for the whole test session (it takes a minute or two to start); each test makes a realm."""
+    with KeycloakServer(workdir=str(tmp_path_factory.mktemp('keycloak'))) as server:
+        yield server
