@@ -33,7 +33,7 @@ def test_info_counts_what_the_sweep_report_counts_and_changes_nothing(capsys, re
     assert (info['scanned'], info['matched'], info['malformed'], info['wrong_type']) == (20, 12, 2, 1)
     assert len(info['sample_ids']) == 10 and set(info['sample_ids']) <= set(ids['expired'])
     reported = run_module(vllm_session_sweep, redis_args(redis_server), capsys)
-    for key in ('scanned', 'matched', 'malformed', 'wrong_type', 'earliest_expiry', 'latest_expiry', 'store'):
+    for key in ('scanned', 'matched', 'malformed', 'wrong_type', 'earliest_expiry', 'latest_expiry', 'store', 'server'):
         assert info[key] == reported[key], key
     assert 'deleted' not in info and 'backup_path' not in info
     assert dump_redis(client) == before

@@ -80,7 +80,7 @@ def read_sessions(params: dict) -> dict:
     store = open_store(params)
     try:
         result = report(Sweeper(store, options).sweep(), options, started)
-        result['store'] = store.location
+        result.update(store=store.location, server=store.server)
     finally:
         store.close()
     del result['deleted'], result['changed_during_sweep']
