@@ -145,7 +145,7 @@ docs-venv:
 	  echo "$$want" > $(DOCS_VENV)/.requirements.sha256; \
 	fi
 
-# The collections galaxy.yml depends on (kubernetes.core, community.general) come from the test venv's `ansible`
+# The collection galaxy.yml depends on (kubernetes.core) comes from the test venv's `ansible`
 # bundle: antsibull-docs resolves the collection's dependencies through ansible-doc. The lint copies each dependency
 # first, and a directory inside a git work tree by its tracked files only; the test venv is an ignored part of this
 # work tree, so the ceiling keeps git from finding the work tree above it (the collection itself, whose path is the
