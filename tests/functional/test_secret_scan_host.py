@@ -85,3 +85,13 @@ def test_scan_finds_a_secret_at_any_offset_of_a_slurped_file():
     for offset in range(3):
         slurped = base64.b64encode(b'#' * offset + f'client_secret: {secret}\n'.encode()).decode()
         assert find_leaks({secret}, {'slurp': slurped}) == ['slurp: svc-... (19 characters)']
+
+
+def test_audit_at_v_prints_no_secret_of_the_configuration(secret_lab):
+    """dr_audit reads vllm.yaml on the target to judge refresh_on_startup: its text (the provider's client secret,
+    the store's password) is judged, never printed, at -v as at -vvv."""
+    for verbosity in ('-v', '-vvv'):
+        rc, output = playbook(secret_lab.inventory_path, 'dr_audit.yml', verbosity, '--diff')
+        assert rc == 0, output[-3000:]
+        assert 'refresh_on_startup' in output, 'the audit judged the configuration it read'
+        assert find_leaks(lab_secrets(secret_lab), {f'audit {verbosity}': output}) == []
