@@ -14,7 +14,7 @@ import os
 import stat
 import tempfile
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import fsync_directory
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import fsync_directory, real_directory_stat
 
 
 class ReportError(Exception):
@@ -90,15 +90,19 @@ def _write_whole(path: str, data: bytes, mode: int) -> None:
 def write_report(directory: str, files: dict, mode: int, directory_mode: int, check_mode: bool = False) -> dict:
     """Write each of ``files`` (name -> text, or a dict or list: as_text) into ``directory``, made with ``directory_mode`` when missing.
 
+    A ``directory`` that is a symbolic link is refused (ReportError) before anything is written.
+
     A file that already holds the same text with ``mode`` is left as it is. Each file is
     replaced whole (a reader sees the old report or the new one, never half of one) and is
     durable when this returns. In check mode nothing is written; the answer says what would be.
     Returns ``{'changed', 'written': [paths], 'unchanged': [paths], 'created_directory'}``.
     """
     check_names(files)
-    if os.path.lexists(directory) and not os.path.isdir(directory):
+    named = directory.rstrip('/') or '/'
+    if os.path.lexists(named) and not os.path.islink(named) and not os.path.isdir(named):
         raise ReportError(f'path {directory} exists and is not a directory; remove it or choose another path')
-    created = not os.path.isdir(directory)
+    # a link would put the report (and replace files) where it points, not where the user named: refused
+    created = not os.path.lexists(named) or real_directory_stat(named, 'path', 'choose another path', ReportError) is None
     written, unchanged = [], []
     encoded = [(os.path.join(directory, name), as_text(name, content).encode('utf-8'))
                for name, content in sorted(files.items())]

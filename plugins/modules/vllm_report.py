@@ -17,6 +17,8 @@ description:
   - Each file is written beside its final name, made durable and renamed over it, so a reader (a CI stage, a job
     template's artifact collection) sees the previous report or the new one, never a part of one.
   - A file that already holds the same text with O(mode) is left as it is.
+  - A O(path) that is a symbolic link is refused before anything is written, as the backups' directory is, so
+    that the report never replaces files where the link points.
   - The text is written as given; the report's content comes from the collection's filters and templates, which
     keep secrets out of it.
 author:

@@ -124,3 +124,23 @@ def test_modes_are_octal_strings(value, expected):
             parse_mode(value, 'directory_mode')
     else:
         assert parse_mode(value, 'mode') == expected
+
+
+@pytest.mark.parametrize('trailing', ['', '/'])
+def test_a_symlinked_report_directory_is_refused_and_nothing_is_written_where_it_points(tmp_path, trailing):
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    (elsewhere / 'a.json').write_text('kept')
+    os.symlink(elsewhere, tmp_path / 'reports')
+    with pytest.raises(ReportError, match=r'^path .*reports is a symbolic link to .*elsewhere; give the real '
+                                          r'directory') as refused:
+        write_report(str(tmp_path / 'reports') + trailing, {'a.json': '{}', 'b.md': 'x'}, 0o640, 0o700)
+    assert '\n' not in str(refused.value)
+    assert (elsewhere / 'a.json').read_text() == 'kept' and sorted(os.listdir(elsewhere)) == ['a.json']
+
+
+def test_a_dangling_link_in_place_of_the_report_directory_is_refused(tmp_path):
+    os.symlink(tmp_path / 'missing', tmp_path / 'reports')
+    with pytest.raises(ReportError, match='is a symbolic link'):
+        write_report(str(tmp_path / 'reports'), {'a.json': '{}'}, 0o640, 0o700)
+    assert not os.path.exists(tmp_path / 'missing')
