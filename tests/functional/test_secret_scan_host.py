@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from harness.playbooks import playbook
+from harness.reports import report_path
 from harness.secret_scan import cache_tokens, files_under, find_leaks, idp_tokens, store_tokens
 from lab.idp import DEFAULT_CLIENTS
 from lab.labctl import Lab
@@ -107,7 +108,7 @@ def test_every_playbook_at_v_vvv_and_diff_leaves_no_secret_anywhere(secret_lab, 
         return output
 
     drill = run('dr_drill.yml', '-vvv', '--diff')
-    report = json.loads((tmp_path / 'reports' / 'lab.json').read_text())
+    report = json.loads(report_path(tmp_path / 'reports', 'lab.json').read_text())
     assert report['passed'] is True and report['diagnosis']['probe']['classification'] == 'stale_token'
     assert report['diagnosis']['probe']['error_description'] == 'Refresh token ******** has been revoked', \
         'the gateway echoed the stale token and the probe masked it'
