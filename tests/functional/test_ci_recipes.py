@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from harness.ci_recipes import run_github_job, run_gitlab_job
+from harness.reports import report_path
 from harness.servers import free_port
 from lab.labctl import Lab
 
@@ -120,7 +121,7 @@ def drill(recipe: str, lab, tmp_path, outcome: str) -> tuple:
 
 
 def runbook_junit(workspace) -> ElementTree.Element:
-    return ElementTree.parse(workspace / 'reports' / 'vllm_dr' / 'lab.junit.xml').getroot().find('testsuite')
+    return ElementTree.parse(report_path(workspace / 'reports' / 'vllm_dr', 'lab.junit.xml')).getroot().find('testsuite')
 
 
 def callback_junit(workspace) -> list:
