@@ -214,8 +214,11 @@ def test_assets_load_into_awx_and_the_approved_workflow_recovers_the_lab(awx, la
             assert sorted(record[link]) == sorted(ids[i] for i in node.get(link, [])), f'{node["identifier"]} {link}'
 
     # -- the site's host, then the workflow --------------------------------------------------------------------------------
-    server.api('POST', f'/api/v2/inventories/{inventory["id"]}/hosts/',
-               {'name': 'lab', 'variables': json.dumps(lab_host_variables(lab, server.ee_python))})
+    # in the group the playbooks target by default (vllm_dr_hosts)
+    group = server.api('POST', f'/api/v2/inventories/{inventory["id"]}/groups/', {'name': 'vllm'})
+    server.api('POST', f'/api/v2/groups/{group["id"]}/hosts/',
+               {'name': 'lab', 'inventory': inventory['id'],
+                'variables': json.dumps(lab_host_variables(lab, server.ee_python))})
     status, _body = lab.refresh(lab.state['service_session'])
     assert status == 401, 'the lab does not show the incident'
     with timed('workflow: launch to approval'):
@@ -279,7 +282,8 @@ def test_assets_load_into_awx_and_the_approved_workflow_recovers_the_lab(awx, la
             continue
         path = f'/api/v2/{unified["type"]}s/{unified["id"]}'
         texts[path] = json.dumps(server.api('GET', f'{path}/'))
-        texts[f'{path}/events'] = json.dumps(every_page(server, f'{path}/events/?page_size=200'))
+        events_path = f'{path}/job_events/' if unified['type'] == 'job' else f'{path}/events/'
+        texts[f'{path}/events'] = json.dumps(every_page(server, f'{events_path}?page_size=200'))
         texts[f'{path}/stdout'] = server.api('GET', f'{path}/stdout/?format=json')['content']
     assert len(texts) > 15
     logs = server.logs()
