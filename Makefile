@@ -37,7 +37,7 @@ help:
 	@echo "                  compile and import on every target Python of 2.16, the end-to-end drill on 2.16 and 2.21"
 	@echo "make floors       the session-store, probe and token-cache tests on requirements.txt's lower bounds;"
 	@echo "                  the tarball install and the Kubernetes runbook on the oldest ansible (kubernetes.core's floor)"
-	@echo "make aap          the execution environment context, the AWX assets, the AWX-style restore and rollback jobs"
+	@echo "make aap          the execution environment context, the AWX assets, the AWX-style jobs, the assets in the real AWX"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball of a commit (COMMIT=HEAD), reproducible: same commit, same bytes"

@@ -9,6 +9,10 @@
 #            extensions/aap in `make lint`)
 #   job      the restore and rollback jobs as AWX runs them (tests/aap/test_awx_job.py): ansible-runner, an
 #            unprivileged user, the collection read-only
+#   awx      the real AWX 24.6.1 (tests/aap/test_awx_api.py): every asset loaded by configure.yml with awx.awx, twice,
+#            the workflow launched, approved and its restore job run by AWX against the lab. AWX, receptor and a
+#            migrated database are built once into ~/.cache/inferops-vllm-dr (tools/aap/awx-build.sh); the job's
+#            environment (what the EE definition installs) into build/aap/ee-venv
 # The virtualenv is made from the system's python3 (not one under /root): the job's unprivileged user runs it.
 set -euo pipefail
 
@@ -56,5 +60,10 @@ case ${1:-all} in
     ;;&
   job|all)
     pytest tests/aap/test_awx_job.py --junitxml="$root/reports/aap-job.xml"
+    ;;&
+  awx|all)
+    # with the project's own virtualenv: its `ansible` package ships awx.awx
+    (cd "$root" && "${VLLM_DR_VENV:-$root/.venv}/bin/python" -m pytest -p no:cacheprovider tests/aap/test_awx_api.py \
+      --junitxml="$root/reports/aap-awx.xml")
     ;;
 esac

@@ -20,6 +20,7 @@ import pytest
 import redis
 import yaml
 
+from harness.aap_assets import load_assets
 from harness.reports import report_path
 from harness.secret_scan import files_under, find_leaks, idp_tokens
 from harness.sessions import dump_redis
@@ -52,8 +53,7 @@ def run_as_job_user(command, **kwargs):
 
 
 def assets():
-    with open(os.path.join(AAP, 'assets.yml'), encoding='utf-8') as handle:
-        return yaml.safe_load(handle)
+    return load_assets()
 
 
 def render_injectors(credential_type: dict, inputs: dict, private_dir: str) -> tuple:
