@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import BackupReader, BackupWriter, header, prepare_backup_path
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import INVALID_SAMPLES, BackupReader, BackupWriter, header, prepare_backup_path
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
@@ -45,6 +45,14 @@ class SweepError(Exception):
     def __init__(self, message: str, stats=None):
         super().__init__(message)
         self.stats = stats
+
+
+class RestoreError(StoreError):
+    """The restore stopped; ``restored`` counts the sessions it had written before (a change, already made)."""
+
+    def __init__(self, message: str, restored: int):
+        super().__init__(message)
+        self.restored = restored
 
 
 class SweepOptions:
@@ -410,7 +418,19 @@ def restore(store, backup_path: str, check_mode: bool) -> dict:
     """
     counts = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'skipped_foreign': 0, 'skipped_invalid': 0,
               'in_backup': 0}
-    foreign = []
+    foreign, refused = [], []
+    try:
+        _restore_file(store, backup_path, check_mode, counts, foreign, refused)
+    except StoreError as exc:
+        if not counts['restored'] or check_mode:
+            raise
+        raise RestoreError(f'{exc}; {counts["restored"]} sessions were restored before it stopped (a re-run never '
+                           'overwrites them)', counts['restored']) from None
+    counts['foreign_entries'] = foreign
+    return counts
+
+
+def _restore_file(store, backup_path: str, check_mode: bool, counts: dict, foreign: list, refused: list) -> None:
     with BackupReader(backup_path, store.backend) as reader:
         batch = []
         for entry in reader.entries():
@@ -422,21 +442,25 @@ def restore(store, backup_path: str, check_mode: bool) -> dict:
                 continue
             batch.append(entry)
             if len(batch) == RESTORE_BATCH:
-                _restore_batch(store, batch, check_mode, counts)
+                _restore_batch(store, batch, check_mode, counts, refused)
                 batch = []
         if batch:
-            _restore_batch(store, batch, check_mode, counts)
-        counts['skipped_invalid'] = reader.invalid
-        counts['invalid_lines'] = reader.invalid_samples
-    counts['foreign_entries'] = foreign
-    return counts
+            _restore_batch(store, batch, check_mode, counts, refused)
+        counts['skipped_invalid'] += reader.invalid
+        counts['invalid_lines'] = (reader.invalid_samples + refused)[:INVALID_SAMPLES]
 
 
-def _restore_batch(store, entries, check_mode: bool, counts: dict) -> None:
+_OUTCOMES = {1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired', -2: 'skipped_invalid'}
+
+
+def _restore_batch(store, entries, check_mode: bool, counts: dict, refused: list) -> None:
     for partition, group in store.group_by_partition(entries):
         outcomes = partition.would_restore(group) if check_mode else partition.restore(group)
-        for outcome in outcomes:
-            counts[{1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]] += 1
+        for entry, outcome in zip(group, outcomes):
+            counts[_OUTCOMES[outcome]] += 1
+            if outcome == -2 and len(refused) < INVALID_SAMPLES:
+                refused.append(f'{entry.key[:100].decode("utf-8", "replace")}: the server refused its expiry '
+                               f'(pexpireat {entry.pexpireat}); not restored')
 
 
 def report(stats: Stats, options: SweepOptions, started: float) -> dict:
