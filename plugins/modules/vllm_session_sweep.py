@@ -131,6 +131,12 @@ options:
     description:
       - CA bundle for the introspection endpoint.
     type: path
+  watched_session:
+    description:
+      - A session id (for example the refresh probe's session) whose selection is told apart in
+        RV(watched_matched), so that a diagnosis can count the sessions to sweep beyond that one.
+      - It changes nothing in what is selected or removed.
+    type: str
 notes:
   - Session ids may appear in results (RV(sample_ids)); token values never do.
   - Redis reads are pipelined (one write and one read per batch and stage, C(SCAN), C(HGETALL), C(PTTL)) and sent as
@@ -295,6 +301,12 @@ duration_s:
   type: float
   returned: always
   sample: 3.52
+watched_matched:
+  description: >-
+    Whether O(watched_session) is among the RV(matched) sessions; V(null) without O(watched_session).
+  type: bool
+  returned: always
+  sample: true
 sample_ids:
   description: Up to 10 ids of sessions chosen for removal. Never a token.
   type: list
@@ -340,6 +352,7 @@ def argument_spec() -> dict:
         introspection_client_secret=dict(type='str', no_log=True),
         introspection_validate_certs=dict(type='bool', default=True),
         introspection_ca_path=dict(type='path'),
+        watched_session=dict(type='str'),
     )
     return spec
 
@@ -386,7 +399,8 @@ def sweep_options(module: AnsibleModule) -> SweepOptions:
         cutoff=parse_optional(params['cutoff'], 'cutoff', default_now=True),
         malformed=params['malformed'], expires_field=params['expires_field'], batch_size=params['batch_size'],
         max_rate=params['max_rate'], max_delete=params['max_delete'], backup_path=params['backup_path'],
-        backup=params['backup'], check_mode=module.check_mode, introspector=introspector)
+        backup=params['backup'], check_mode=module.check_mode, introspector=introspector,
+        watched_session=params['watched_session'])
 
 
 def run(module: AnsibleModule) -> dict:

@@ -58,7 +58,7 @@ class RestoreError(StoreError):
 class SweepOptions:
     def __init__(self, state='reported', select='expired', cutoff=None, malformed='keep', expires_field='expires_at',
                  batch_size=1000, max_rate=0, max_delete=None, backup_path=None, backup=True, check_mode=False,
-                 introspector=None):
+                 introspector=None, watched_session=None):
         self.state = state
         self.select = select
         self.cutoff = time.time() if cutoff is None else cutoff
@@ -71,6 +71,8 @@ class SweepOptions:
         self.backup = backup
         self.check_mode = check_mode
         self.introspector = introspector
+        # one session id whose selection is told apart (the diagnosis's probe session), or None
+        self.watched_session = watched_session
 
     @property
     def deleting(self) -> bool:
@@ -91,6 +93,7 @@ class Stats:
         self.changed_during_sweep = 0
         self.earliest = self.latest = None
         self.sample_ids = []
+        self.watched_matched = False
 
     def add_expiry(self, expiry: float) -> None:
         if self.earliest is None or expiry < self.earliest:
@@ -298,6 +301,9 @@ class SweepJob:
                 stats.add_expiry(max(expiries))
             for victim in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
                 stats.sample_ids.append(self._session_id(key_of(victim)))
+            watched = self.options.watched_session
+            if watched is not None and not stats.watched_matched:
+                stats.watched_matched = any(self._session_id(key_of(victim)) == watched for victim in victims)
         self._limiter.consume(judged)
         return self._take_allowance(victims) if self.deleting else victims
 
@@ -474,6 +480,7 @@ def report(stats: Stats, options: SweepOptions, started: float) -> dict:
         'earliest_expiry': iso_utc(stats.earliest),
         'latest_expiry': iso_utc(stats.latest),
         'sample_ids': stats.sample_ids,
+        'watched_matched': stats.watched_matched if options.watched_session is not None else None,
         'cutoff': iso_utc(options.cutoff),
         'duration_s': round(time.monotonic() - started, 3),
     }
