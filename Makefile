@@ -93,8 +93,10 @@ integration: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: integration-k8s" "host: integration-host"
 
 # tests/functional without the Kubernetes suite and the observability tests (make observability runs those), then
-# ansible-test's integration targets (tests/integration/targets)
+# ansible-test's integration targets (tests/integration/targets). Keycloak is installed first (once, cached), outside
+# pytest's per-test time limit; the tests start it once per session.
 integration-host: deps
+	bash tools/keycloak/install.sh >/dev/null
 	$(PYTEST) tests/functional --ignore=tests/functional/k8s --ignore=tests/functional/observability \
 	  --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
@@ -214,8 +216,10 @@ bench-k8s: deps
 	$(BIN)/python tests/bench/bench_k8s.py $(BENCH_K8S_ARGS)
 
 # The incident lab by hand: make lab CMD=up|snapshot|rotate|restore|status|refresh\ s0|down
+# IDP=keycloak: the provider is a realm with refresh-token rotation in a real Keycloak (tools/keycloak), not Authlib
+IDP ?=
 lab: deps
-	cd tests && $(BIN)/python -m lab.labctl $(CMD)
+	cd tests && VLLM_DR_LAB_IDP="$(IDP)" $(BIN)/python -m lab.labctl $(CMD)
 
 # README command one: the lab drill (incident reproduced, runbook run, validation shown).
 demo: deps

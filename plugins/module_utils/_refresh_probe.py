@@ -21,6 +21,8 @@ from ._timestamps import iso_utc
 
 HEALTHY, STALE, UNAUTHORIZED, SERVER_ERROR = 'healthy', 'stale_token', 'unauthorized', 'server_error'
 UNREACHABLE, TLS_ERROR, UNEXPECTED = 'unreachable', 'tls_error', 'unexpected'
+# the OAuth error codes of a client the identity provider refuses (unknown, wrong secret, grant not allowed)
+CLIENT_ERRORS = ('invalid_client', 'unauthorized_client')
 BACKOFF_SECONDS = 0.5
 DEFAULT_EXPIRES_IN = 3600
 # Longer than any access token lives; beyond it the expiry is not a date the store can hold.
@@ -29,7 +31,8 @@ MAX_EXPIRES_IN = 10 * 366 * 86400
 ADVICE = {
     STALE: 'the refresh token was rotated or revoked at the identity provider: purge the token cache, '
            'sweep the sessions and restart the service (the inferops.vllm_dr runbook)',
-    UNAUTHORIZED: 'the endpoint refused the caller: check client_id and the probe session',
+    UNAUTHORIZED: 'the endpoint or its identity provider refused the client: check client_id, the probe session '
+                  'and the service\'s client credentials at the identity provider',
     SERVER_ERROR: 'the service or its identity provider is failing: check their logs',
     UNREACHABLE: 'nothing answered: check url and that the service is up',
     TLS_ERROR: 'the TLS handshake failed: give http_ca_path (or http_client_cert) or check the host name',
@@ -88,9 +91,11 @@ def classify(status, body, failure) -> tuple:
         if body.get('refresh_token') or body.get('access_token'):
             return HEALTHY, None, None
         return UNEXPECTED, 'no token in the response', None
+    # judged by the OAuth error code (RFC 6749 5.2), not the status alone: Keycloak answers a rotated refresh token
+    # 400 invalid_grant where the write-up's gateway says 401, and a client it refuses 400 or 401 invalid_client
     if status in (400, 401) and error == 'invalid_grant':
         return STALE, error, description
-    if status in (401, 403):
+    if status in (401, 403) or (400 <= status < 500 and error in CLIENT_ERRORS):
         return UNAUTHORIZED, error or f'HTTP {status}', description
     if status >= 500:
         return SERVER_ERROR, error or f'HTTP {status}', description

@@ -318,6 +318,23 @@ store:
   type: str
   returned: always
   sample: "10.0.0.7:6379"
+server:
+  description:
+    - Which server the store runs on, as it names itself (of a cluster, the first primary).
+    - Redis and Valkey answer alike but not always in the same words (error texts, INFO fields); this says which
+      one answered. Valkey's own version, not the Redis release it is compatible with (its INFO C(redis_version)).
+  type: dict
+  returned: always
+  contains:
+    name:
+      description: V(redis), V(valkey) or V(etcd); null when the ACL lets the user ask neither INFO nor HELLO.
+      type: str
+      sample: valkey
+    version:
+      description: The server's version; null when it could not be asked.
+      type: str
+      sample: 8.1.8
+  sample: {"name": "valkey", "version": "8.1.8"}
 """
 
 import math
@@ -422,7 +439,7 @@ def run(module: AnsibleModule) -> dict:
                 result = report(sweeper.sweep(), options, started)
             finally:
                 warn_repaired(module, sweeper)
-        result.update(restored, store=store.location)
+        result.update(restored, store=store.location, server=store.server)
     finally:
         store.close()
     writes_backup = params['state'] == 'restored' or (params['state'] == 'swept' and params['backup'])

@@ -1,8 +1,9 @@
-"""Benchmark: vllm_session_sweep against the redis-cli one-liner (make bench-sweep).
+"""Benchmark: vllm_session_sweep against the redis-cli one-liner (make bench-sweep), on Redis and on Valkey.
 
 One run, same machine, same data: --sessions sessions (half expired, 1% malformed)
-are written once and saved to one RDB file; each contender gets a fresh
-redis-server loaded from a copy of it. A shared machine's pace can drift by a
+are written once per server (--servers: Redis 7.0 and Valkey 8.1 by default) and saved
+to one RDB file; each contender gets a fresh server of that kind loaded from a copy of
+it, and the baseline uses that server's own cli (redis-cli, valkey-cli). A shared machine's pace can drift by a
 third either way within a minute, so each sweep is timed between two runs of the
 baseline (baseline, direct, baseline, ansible, baseline) and compared with their
 mean: a change of pace moves both sides of its ratio. --rounds N does that N
@@ -17,7 +18,8 @@ times and judges the median ratios. Contenders:
   etcd      --etcd-keys expired sessions in etcd swept into a backup, then restored
 
 Wall time, peak RSS of the sweeping process (and its children) and the counts are
-printed with the ratios to the baseline. Exits 1 when a target is missed.
+printed with the ratios to the baseline, per server, and the ratios of both servers
+side by side at the end. Exits 1 when a target is missed on either server.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ sys.path.insert(0, os.path.join(ROOT, 'tests'))
 COLLECTIONS = os.path.join(ROOT, 'build', 'collections')
 BIN = os.path.dirname(sys.executable)
 
-from harness.servers import EtcdServer, RedisClusterSet, RedisServer  # noqa: E402  pylint: disable=wrong-import-position
+from harness.servers import (  # noqa: E402  pylint: disable=wrong-import-position
+    STORE_SERVERS, EtcdServer, RedisClusterSet, RedisServer, store_binary,
+)
 
 PATTERN = 'vllm:session:*'
 
@@ -89,19 +93,19 @@ def seed(client, sessions: int, now: float) -> dict:
 
 
 @contextlib.contextmanager
-def fresh_server(work: str, rdb: str, name: str):
-    """A redis-server loaded from a copy of the RDB, in a directory of its own removed afterwards."""
-    directory = tempfile.mkdtemp(prefix=f'{name}-', dir=work)
+def fresh_server(work: str, rdb: str, name: str, kind: str):
+    """A server of ``kind`` loaded from a copy of the RDB, in a directory of its own removed afterwards."""
+    directory = tempfile.mkdtemp(prefix=f'{kind}-{name}-', dir=work)
     try:
         shutil.copyfile(rdb, os.path.join(directory, 'dump.rdb'))
-        with RedisServer(workdir=directory) as server:
+        with RedisServer(workdir=directory, kind=kind) as server:
             yield server
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_baseline(server: RedisServer) -> dict:
-    cli = shutil.which('redis-cli')
+    cli = store_binary(server.kind, 'cli')
     command = (f"{cli} -p {server.port} --scan --pattern '{PATTERN}' | "
                f"xargs -n 1000 {cli} -p {server.port} unlink > /dev/null")
     client = server.client()
@@ -110,7 +114,7 @@ def run_baseline(server: RedisServer) -> dict:
     subprocess.run(['bash', '-c', command], check=True)
     wall_s = time.monotonic() - start
     if client.dbsize():
-        raise SystemExit(f'baseline left {client.dbsize():,} keys: redis-cli did not finish its job')
+        raise SystemExit(f'baseline left {client.dbsize():,} keys: {os.path.basename(cli)} did not finish its job')
     return {'wall_s': wall_s, 'deleted': before}
 
 
@@ -189,21 +193,22 @@ def run_ansible(port: int, backup: str, batch: int) -> dict:
     return result
 
 
-def timed_baseline(work: str, rdb: str) -> float:
-    with fresh_server(work, rdb, 'baseline') as server:
+def timed_baseline(work: str, rdb: str, kind: str) -> float:
+    with fresh_server(work, rdb, 'baseline', kind) as server:
         baseline = run_baseline(server)
-    print(f'baseline  redis-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s '
+    print(f'baseline  {kind}-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s '
           f'(deleted all {baseline["deleted"]:,}, no condition, no backup)')
     return baseline['wall_s']
 
 
-def run_round(work: str, rdb: str, counts: dict, args, failures: list):
-    """The baseline around each sweep (direct, then Ansible), each run on a fresh server from the RDB: (baselines, ratios)."""
-    baselines = [timed_baseline(work, rdb)]
+def run_round(work: str, rdb: str, counts: dict, args, failures: list, kind: str):
+    """The baseline around each sweep (direct, then Ansible), each run on a fresh ``kind`` server from the RDB:
+    (baselines, ratios)."""
+    baselines = [timed_baseline(work, rdb, kind)]
     ratios = {}
     for name in ('direct', 'ansible'):
         backup = os.path.join(work, f'{name}.jsonl')
-        with fresh_server(work, rdb, name) as server:
+        with fresh_server(work, rdb, name, kind) as server:
             result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
                 else run_ansible(server.port, backup, args.batch_size)
             left = server.client().dbsize()
@@ -214,15 +219,62 @@ def run_round(work: str, rdb: str, counts: dict, args, failures: list):
         print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside}, peak RSS {rss:.0f} MB; '
               f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
               f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB')
-        baselines.append(timed_baseline(work, rdb))
+        baselines.append(timed_baseline(work, rdb, kind))
         ratios[name] = result['wall_s'] / statistics.mean(baselines[-2:])
         print(f'{name:8}  {ratios[name]:.2f}x the baseline around it (the mean of {baselines[-2]:.2f}s and {baselines[-1]:.2f}s)')
         os.remove(backup)
         if result['deleted'] != counts['expired'] or left != args.sessions - counts['expired']:
-            failures.append(f'{name}: wrong counts')
+            failures.append(f'{kind} {name}: wrong counts')
         if rss > args.max_rss_mb:
-            failures.append(f'{name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
+            failures.append(f'{kind} {name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
     return baselines, ratios
+
+
+def run_server(work: str, kind: str, args, failures: list) -> dict:
+    """Seed a ``kind`` server, time the rounds (and the cluster) on it; the median ratio of each sweep."""
+    now = time.time()
+    with RedisServer(workdir=os.path.join(work, f'{kind}-seed'), kind=kind) as seeder:
+        start = time.monotonic()
+        counts = seed(seeder.client(), args.sessions, now)
+        # a slow SAVE of a million keys on a busy machine outlasts the harness client's timeout
+        redis.Redis(host='127.0.0.1', port=seeder.port, socket_timeout=600).save()
+        rdb = os.path.join(work, f'{kind}-sessions.rdb')
+        shutil.copyfile(seeder.rdb_path, rdb)
+    print(f'seeded {kind} with {args.sessions:,} sessions ({counts["expired"]:,} expired, {counts["malformed"]:,} malformed) '
+          f'in {time.monotonic() - start:.1f}s; RDB {os.path.getsize(rdb) / 2**20:.0f} MiB')
+
+    ratios = {'direct': [], 'ansible': []}
+    baselines = []
+    for index in range(args.rounds):
+        if args.rounds > 1:
+            print(f'round {index + 1} of {args.rounds}')
+        around, measured = run_round(work, rdb, counts, args, failures, kind)
+        baselines.extend(around)
+        for name, ratio in measured.items():
+            ratios[name].append(ratio)
+    targets = {'direct': 1.0, 'ansible': 1.2}
+    medians = {}
+    for name, measured in ratios.items():
+        ratio = medians[name] = statistics.median(measured)
+        if args.rounds > 1:
+            print(f'{name:8}  median of {args.rounds} rounds: {ratio:.2f}x baseline '
+                  f'({", ".join(f"{value:.2f}" for value in measured)})')
+        if ratio > targets[name]:
+            failures.append(f'{kind} {name}: {ratio:.2f}x baseline > {targets[name]}x')
+
+    if not args.skip_cluster:
+        with RedisClusterSet(3, workdir=os.path.join(work, f'{kind}-cluster'), kind=kind) as cluster:
+            start = time.monotonic()
+            seed(cluster.client(), args.sessions, now)
+            print(f'cluster seeded in {time.monotonic() - start:.1f}s')
+            result = run_direct(cluster.nodes[0].port, 'redis_cluster', os.path.join(work, f'{kind}-cluster.jsonl'),
+                                args.batch_size)
+        print(f'cluster   vllm_session_sweep on 3 {kind} primaries: {result["wall_s"]:.2f}s '
+              f'({result["wall_s"] / statistics.median(baselines):.2f}x the standalone baseline), '
+              f'peak RSS {result["peak_rss_mb"]:.0f} MB, deleted {result["deleted"]:,}')
+        if result['deleted'] != counts['expired']:
+            failures.append(f'{kind} cluster: wrong counts')
+    return medians
 
 
 def main() -> int:
@@ -235,6 +287,8 @@ def main() -> int:
                         help='skip the restore of the direct sweep\'s backup into the emptied store')
     parser.add_argument('--etcd-keys', type=int, default=20_000, help='etcd sessions swept and restored (0: skip)')
     parser.add_argument('--only-etcd', action='store_true', help='only the etcd sweep and restore')
+    parser.add_argument('--servers', default=','.join(STORE_SERVERS),
+                        help=f'the servers to sweep, comma-separated (default {",".join(STORE_SERVERS)})')
     parser.add_argument('--rounds', type=int, default=1,
                         help='the baseline around the direct and the ansible sweep this many times; targets judged on the median ratios')
     args = parser.parse_args()
@@ -246,47 +300,14 @@ def main() -> int:
             run_etcd_restore(work, args.etcd_keys, args, failures)
         if args.only_etcd:
             return report_failures(failures)
-        now = time.time()
-        with RedisServer(workdir=os.path.join(work, 'seed')) as seeder:
-            start = time.monotonic()
-            counts = seed(seeder.client(), args.sessions, now)
-            # a slow SAVE of a million keys on a busy machine outlasts the harness client's timeout
-            redis.Redis(host='127.0.0.1', port=seeder.port, socket_timeout=600).save()
-            rdb = os.path.join(work, 'sessions.rdb')
-            shutil.copyfile(seeder.rdb_path, rdb)
-        print(f'seeded {args.sessions:,} sessions ({counts["expired"]:,} expired, {counts["malformed"]:,} malformed) '
-              f'in {time.monotonic() - start:.1f}s; RDB {os.path.getsize(rdb) / 2**20:.0f} MiB')
-
-        ratios = {'direct': [], 'ansible': []}
-        baselines = []
-        for index in range(args.rounds):
-            if args.rounds > 1:
-                print(f'round {index + 1} of {args.rounds}')
-            around, measured = run_round(work, rdb, counts, args, failures)
-            baselines.extend(around)
-            for name, ratio in measured.items():
-                ratios[name].append(ratio)
-        targets = {'direct': 1.0, 'ansible': 1.2}
-        for name, measured in ratios.items():
-            ratio = statistics.median(measured)
-            if args.rounds > 1:
-                print(f'{name:8}  median of {args.rounds} rounds: {ratio:.2f}x baseline '
-                      f'({", ".join(f"{value:.2f}" for value in measured)})')
-            if ratio > targets[name]:
-                failures.append(f'{name}: {ratio:.2f}x baseline > {targets[name]}x')
-
-        if not args.skip_cluster:
-            with RedisClusterSet(3, workdir=os.path.join(work, 'cluster')) as cluster:
-                start = time.monotonic()
-                seed(cluster.client(), args.sessions, now)
-                print(f'cluster seeded in {time.monotonic() - start:.1f}s')
-                result = run_direct(cluster.nodes[0].port, 'redis_cluster', os.path.join(work, 'cluster.jsonl'),
-                                    args.batch_size)
-            print(f'cluster   vllm_session_sweep on 3 primaries: {result["wall_s"]:.2f}s '
-                  f'({result["wall_s"] / statistics.median(baselines):.2f}x the standalone baseline), '
-                  f'peak RSS {result["peak_rss_mb"]:.0f} MB, deleted {result["deleted"]:,}')
-            if result['deleted'] != counts['expired']:
-                failures.append('cluster: wrong counts')
+        summary = {}
+        for kind in [name.strip() for name in args.servers.split(',') if name.strip()]:
+            if kind not in STORE_SERVERS:
+                raise SystemExit(f'--servers: unknown server {kind!r}; give some of {", ".join(STORE_SERVERS)}')
+            print(f'== {kind}')
+            summary[kind] = run_server(work, kind, args, failures)
+        for kind, ratios in summary.items():
+            print(f'ratio     {kind:7} direct {ratios["direct"]:.2f}x, ansible {ratios["ansible"]:.2f}x the {kind}-cli baseline')
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report_failures(failures)

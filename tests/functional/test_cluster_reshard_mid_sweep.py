@@ -1,6 +1,7 @@
 """A Redis Cluster reshard while a sweep runs: what left the store is what the backup says was deleted.
 
-A real 3-primary cluster on loopback; ``redis-cli --cluster reshard`` moves slots from one
+A real 3-primary cluster on loopback (Redis 7.0, and Valkey 8.1); ``redis-cli --cluster reshard``
+(``valkey-cli``) moves slots from one
 primary to another while a rate-limited sweep works through them. The sweep either finishes
 or stops saying that slots moved; either way the count, the store and the backup agree, a
 re-run finishes and a restore brings every session back.
@@ -15,7 +16,7 @@ import pytest
 
 from harness.backups import restorable
 from harness.module_process import run_sweep, start_sweep, wait_sweep
-from harness.servers import LOOPBACK, RedisClusterSet, require_binary
+from harness.servers import LOOPBACK, RedisClusterSet
 from harness.sessions import PREFIX, session
 
 SESSIONS = 30_000
@@ -36,14 +37,14 @@ def node_id(node) -> str:
 
 
 def reshard(cluster, source, target, slots: int) -> None:
-    subprocess.run([require_binary('redis-cli'), '--cluster', 'reshard', f'{LOOPBACK}:{cluster.nodes[0].port}',
+    subprocess.run([cluster.cli, '--cluster', 'reshard', f'{LOOPBACK}:{cluster.nodes[0].port}',
                     '--cluster-from', node_id(source), '--cluster-to', node_id(target), '--cluster-slots', str(slots),
                     '--cluster-yes', '--cluster-pipeline', '50'], check=True, capture_output=True, timeout=300)
 
 
 @pytest.mark.slow
-def test_reshard_mid_sweep_keeps_count_store_and_backup_equal(tmp_path):
-    with RedisClusterSet(3, workdir=str(tmp_path / 'cluster')) as cluster:
+def test_reshard_mid_sweep_keeps_count_store_and_backup_equal(tmp_path, store_kind):
+    with RedisClusterSet(3, workdir=str(tmp_path / 'cluster'), kind=store_kind) as cluster:
         now = time.time()
         client = cluster.client()
         pipe = client.pipeline(transaction=False)

@@ -1,6 +1,6 @@
 """A Sentinel failover while the module works: counted from the new primary, never a false success.
 
-Real redis-server (a primary and a replica) and redis-sentinel on loopback; the failover is
+Real redis-server (a primary and a replica) and redis-sentinel on loopback, and the same of Valkey 8.1; the failover is
 forced with SENTINEL FAILOVER while a sweep of 200k sessions runs (rate-limited) and while
 the probe waits for a refresh answer. The old primary stays writable for seconds after it
 lost its role; what it takes then is lost when it resyncs.
@@ -50,10 +50,10 @@ def serving(handler):
 
 
 @pytest.fixture
-def sentinel_pair(tmp_path):
-    """(primary, replica, sentinel): the replica follows the primary, one Sentinel watches them."""
-    with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
-            RedisServer(workdir=str(tmp_path / 'replica')) as replica:
+def sentinel_pair(tmp_path, store_kind):
+    """(primary, replica, sentinel) of each server kind: the replica follows the primary, one Sentinel watches them."""
+    with RedisServer(workdir=str(tmp_path / 'primary'), kind=store_kind) as primary, \
+            RedisServer(workdir=str(tmp_path / 'replica'), kind=store_kind) as replica:
         replica.client().replicaof('127.0.0.1', primary.port)
         with SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
             yield primary, replica, sentinel

@@ -1,4 +1,8 @@
-"""vllm_session_sweep on Redis with ACL + TLS, Sentinel with a failover, a 3-primary Cluster, and etcd."""
+"""vllm_session_sweep on a standalone server, with ACL + TLS, Sentinel with a failover, a 3-primary Cluster, and etcd.
+
+Every Redis-protocol topology runs on Redis (Debian's 7.0) and on Valkey 8.1 (``store_kind``); the
+result names the server that answered, and where the two answer in other words the test says so.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import etcd_store as _etcd_store
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
-from harness.servers import IdpServer, RedisClusterSet, RedisServer, SentinelServer, TlsFiles
+from harness.servers import STORE_SERVERS, IdpServer, RedisClusterSet, RedisServer, SentinelServer, TlsFiles, tls_missing
 from harness.sessions import ETCD_PREFIX, PREFIX, dump_etcd, dump_redis, iso, seed_etcd, seed_redis, session
 
 # What a sweeper needs and nothing more: its own keys, and the commands of the scripts.
@@ -28,12 +32,71 @@ def tls_files(tmp_path_factory):
     return TlsFiles(str(tmp_path_factory.mktemp('tls')))
 
 
+# What each server is and says: its name and version in the sweep's result, its words for an ACL denial
+SERVERS = {'redis': {'version': '7.0.', 'denial': "NOPERM this user has no permissions to run the 'scan' command"},
+           'valkey': {'version': '8.1.', 'denial': "NOPERM User sweeper has no permissions to run the 'scan' command"}}
+
+
+def assert_server(result, kind):
+    assert result['server']['name'] == kind and result['server']['version'].startswith(SERVERS[kind]['version']), \
+        result['server']
+
+
 @pytest.fixture
-def acl_tls_server(tmp_path, tls_files):
+def acl_tls_server(tmp_path, tls_files, store_kind):
+    if tls_missing(store_kind):
+        pytest.skip(tls_missing(store_kind))
     server = RedisServer(workdir=str(tmp_path / 'redis'), tls=tls_files, admin=('admin', 'admin-secret'),
-                         config=['user default off', SWEEPER_ACL])
+                         config=['user default off', SWEEPER_ACL], kind=store_kind)
     with server:
         yield server
+
+
+@pytest.fixture
+def acl_server(tmp_path, store_kind):
+    server = RedisServer(workdir=str(tmp_path / 'redis'), admin=('admin', 'admin-secret'),
+                         config=['user default off', SWEEPER_ACL], kind=store_kind)
+    with server:
+        yield server
+
+
+def test_standalone_sweeps_restores_and_names_the_server(capsys, store_server, store_kind, tmp_path):
+    client = store_server.client()
+    seed_redis(client, expired=12, valid=5, malformed=2, wrong_type=1)
+    original = dump_redis(client)
+    args = dict(login_host='127.0.0.1', login_port=store_server.port, backup_path=str(tmp_path / 'b.jsonl'))
+    swept = run(capsys, state='swept', **args)
+    assert swept['_rc'] == 0, swept.get('msg')
+    assert (swept['scanned'], swept['deleted'], swept['malformed'], swept['wrong_type']) == (20, 12, 2, 1)
+    assert_server(swept, store_kind)
+    restored = run(capsys, state='restored', **args)
+    assert restored['restored'] == 12 and dump_redis(client) == original
+    assert_server(restored, store_kind)
+
+
+def test_acl_user_sweeps_and_its_server_is_named_without_info(capsys, acl_server, store_kind, tmp_path):
+    """The sweeper's ACL denies INFO: the server is named from HELLO, which every user may send."""
+    client = acl_server.client()
+    seed_redis(client, expired=7, valid=3)
+    args = dict(login_host='127.0.0.1', login_port=acl_server.port, login_user='sweeper', login_password='sweeper-secret')
+    swept = run(capsys, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert swept['_rc'] == 0 and swept['deleted'] == 7, swept.get('msg')
+    assert_server(swept, store_kind)
+    assert client.dbsize() == 3
+
+
+def test_acl_denial_is_classified_alike_though_the_servers_word_it_differently(capsys, acl_server, store_kind):
+    """Redis 7.0 says 'this user has no permissions', Valkey 8.1 'User <name> has no permissions': one NOPERM."""
+    import redis  # pylint: disable=import-outside-toplevel
+
+    acl_server.client().execute_command('ACL', 'SETUSER', 'sweeper', '-scan')
+    with pytest.raises(redis.exceptions.NoPermissionError) as denied:
+        acl_server.client(username='sweeper', password='sweeper-secret').execute_command('SCAN', '0')
+    assert 'NOPERM ' + str(denied.value) == SERVERS[store_kind]['denial']
+    result = run(capsys, login_host='127.0.0.1', login_port=acl_server.port, login_user='sweeper',
+                 login_password='sweeper-secret')
+    assert result['failed'] is True
+    assert 'denied a command to this user' in result['msg'] and 'grant the ACL user' in result['msg']
 
 
 def tls_args(server, tls_files, **extra):
@@ -82,9 +145,9 @@ def test_plain_client_against_tls_port_fails_cleanly(capsys, acl_tls_server, tls
     assert result['failed'] is True and '\n' not in result['msg'] and 'Redis at 127.0.0.1' in result['msg']
 
 
-def test_sentinel_follows_a_failover_between_two_runs(capsys, tmp_path):
-    with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
-            RedisServer(workdir=str(tmp_path / 'replica'), config=[]) as replica:
+def test_sentinel_follows_a_failover_between_two_runs(capsys, tmp_path, store_kind):
+    with RedisServer(workdir=str(tmp_path / 'primary'), kind=store_kind) as primary, \
+            RedisServer(workdir=str(tmp_path / 'replica'), config=[], kind=store_kind) as replica:
         replica.client().replicaof('127.0.0.1', primary.port)
         with SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
             seed_redis(primary.client(), expired=6, valid=3)
@@ -92,6 +155,7 @@ def test_sentinel_follows_a_failover_between_two_runs(capsys, tmp_path):
                         sentinel_service_name='mymaster', batch_size=4)
             first = run(capsys, state='swept', backup_path=str(tmp_path / 'b1.jsonl'), **args)
             assert first['deleted'] == 6 and f':{primary.port}' in first['store']
+            assert_server(first, store_kind)
 
             new_port = sentinel.failover()
             assert new_port == replica.port
@@ -103,8 +167,8 @@ def test_sentinel_follows_a_failover_between_two_runs(capsys, tmp_path):
             assert new_primary.dbsize() == 3
 
 
-def test_sentinel_with_unknown_service_fails_with_one_line(capsys, tmp_path):
-    with RedisServer(workdir=str(tmp_path / 'primary')) as primary, \
+def test_sentinel_with_unknown_service_fails_with_one_line(capsys, tmp_path, store_kind):
+    with RedisServer(workdir=str(tmp_path / 'primary'), kind=store_kind) as primary, \
             SentinelServer(primary, workdir=str(tmp_path / 'sentinel')) as sentinel:
         result = run(capsys, backend='redis_sentinel', sentinel_hosts=[f'127.0.0.1:{sentinel.port}'],
                      sentinel_service_name='nosuch', timeout=2)
@@ -112,9 +176,9 @@ def test_sentinel_with_unknown_service_fails_with_one_line(capsys, tmp_path):
         assert 'check sentinel_hosts and sentinel_service_name' in result['msg']
 
 
-@pytest.fixture(scope='module')
-def redis_cluster(tmp_path_factory):
-    with RedisClusterSet(3, workdir=str(tmp_path_factory.mktemp('cluster'))) as cluster:
+@pytest.fixture(scope='module', params=STORE_SERVERS)
+def redis_cluster(tmp_path_factory, request):
+    with RedisClusterSet(3, workdir=str(tmp_path_factory.mktemp('cluster')), kind=request.param) as cluster:
         yield cluster
 
 
@@ -131,6 +195,7 @@ def test_cluster_sweeps_every_primary_and_restores(capsys, redis_cluster, tmp_pa
     swept = run(capsys, state='swept', malformed='sweep', backup_path=str(tmp_path / 'b.jsonl'), **args)
     assert swept['deleted'] == 309 and swept['scanned'] == 359
     assert sum(node.client().dbsize() for node in redis_cluster.nodes) == 50
+    assert_server(swept, redis_cluster.kind)
     restored = run(capsys, state='restored', backup_path=str(tmp_path / 'b.jsonl'), **args)
     assert restored['restored'] == 309
     assert {k: v for node in redis_cluster.nodes for k, v in dump_redis(node.client()).items()} == original
@@ -155,6 +220,7 @@ def test_etcd_report_sweep_restore(capsys, etcd_server, tmp_path):
     assert checked['matched'] == 9 and dump_etcd(etcd_server.url) == original
     swept = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=backup, batch_size=4))
     assert swept['deleted'] == 9 and len(dump_etcd(etcd_server.url)) == 7
+    assert swept['server']['name'] == 'etcd' and swept['server']['version'].count('.') == 2
     again = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=backup))
     assert again['changed'] is False
     restored = run(capsys, **etcd_args(etcd_server, state='restored', backup_path=backup))

@@ -42,3 +42,15 @@ def incident_lab(tmp_path, sessions: int = 3):
         yield lab
     finally:
         lab.down()
+
+
+@contextlib.contextmanager
+def keycloak_lab(tmp_path, keycloak, sessions: int = 3):
+    """A healthy lab whose provider is a realm of its own (named after the test's directory) in ``keycloak``."""
+    lab = Lab(str(tmp_path / 'lab'))
+    lab.up(sessions=sessions, idp='keycloak', keycloak_url=keycloak.url, keycloak_admin=keycloak.admin,
+           realm=f'lab-{tmp_path.name}'[:36])
+    try:
+        yield write_inventory(lab, tmp_path)
+    finally:
+        lab.down()

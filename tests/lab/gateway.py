@@ -16,6 +16,9 @@
 - A file ``faults/race_next_refresh`` beside vllm.yaml (lab only, ``labctl fault race``): the next refresh request
   finds the service refreshing that session itself first, as its own refresher does now and then; the request then
   presents a token just rotated away (the race a probe of the service's own session can lose). Consumed once.
+- ``oauth.relay_errors: true`` answers a refresh the provider refused with the provider's own status and
+  body (Keycloak's HTTP 400 ``invalid_grant``, 401 ``unauthorized_client``, 404 for a realm it does not
+  have), as a gateway in front of Keycloak does; without it a refused refresh is the write-up's 401.
 - ``lab_echo_token: true`` (lab only) puts the presented token into the ``error_description``
   of a rejected refresh and into its log, as careless gateways do: what the runbook must never print.
 
@@ -193,6 +196,7 @@ class Gateway:
         self.service_session = config.get('service_session_id', 'svc')
         self.echo_token = bool(config.get('lab_echo_token'))
         self.race_file = config.get('lab_race_file')
+        self.relay_errors = bool(self.oauth.get('relay_errors'))
         if store.get('refresh_on_startup'):
             self.sweep_expired()
         self.ensure_service_session()
@@ -300,9 +304,9 @@ class Gateway:
                 self.log.error('TokenRefreshError: token expired for session %s', sid)
                 self.log.warning('Invalid token in session state (session_id=%s)', sid)
                 self.log.error('Failed to refresh token: authentication failed (client_id=%s)', client_id)
-                return 401, self.rejected(presented)
+                return (exc.status, exc.body) if self.relay_errors else (401, self.rejected(presented))
             self.log.error('Failed to refresh token: provider answered %s (client_id=%s)', exc.status, client_id)
-            return 502, {'error': 'provider_error'}
+            return (exc.status, exc.body) if self.relay_errors else (502, {'error': 'provider_error'})
         except (urllib.error.URLError, OSError) as exc:
             self.log.error('Failed to refresh token: provider unreachable (%s)', getattr(exc, 'reason', exc))
             return 503, {'error': 'provider_unreachable'}

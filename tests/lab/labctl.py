@@ -1,6 +1,6 @@
 """Drive the incident lab: up, snapshot, rotate, restore, down (and status, restart, refresh).
 
-    python -m lab.labctl --state DIR up [--sessions N] [--tls] [--redis-password P] [--echo-token]
+    python -m lab.labctl --state DIR up [--sessions N] [--tls] [--redis-password P] [--echo-token] [--idp keycloak]
     python -m lab.labctl --state DIR snapshot     # Redis SAVE + copies of the RDB and token_cache.db (mtime kept)
     python -m lab.labctl --state DIR rotate       # every session refreshed at the provider: the snapshot's tokens are revoked
     python -m lab.labctl --state DIR restore      # stop, put the RDB and the cache back, start
@@ -13,7 +13,13 @@
 
 Everything listens on free loopback ports; DIR/lab.json records them, with the
 pids, the session ids and, after a restore, ``restored_at``. The services are
-real: redis-server, the Authlib identity provider and the gateway under gunicorn.
+real: redis-server, the identity provider and the gateway under gunicorn.
+
+The identity provider is the lab's Authlib server (``--idp authlib``, the default: it starts in a
+second), or Keycloak (``--idp keycloak``): a realm with refresh-token rotation in a Keycloak started
+for the lab (a minute or two), or in one already running (``--keycloak-url``, its administrator in
+VLLM_DR_KEYCLOAK_ADMIN_USER and VLLM_DR_KEYCLOAK_ADMIN_PASSWORD). With Keycloak the gateway
+answers a refused refresh with Keycloak's own status and error.
 """
 
 from __future__ import annotations
@@ -39,9 +45,13 @@ TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TESTS_DIR)
 
 from harness.servers import TlsFiles, free_port, gunicorn_command, require_binary  # noqa: E402  pylint: disable=wrong-import-position
+from harness import keycloak as _keycloak  # noqa: E402  pylint: disable=wrong-import-position
+from lab import keycloak as _realm  # noqa: E402  pylint: disable=wrong-import-position
 
 LAB_CLIENT = ('svc-vllm', 'svc-vllm-lab-secret')
+INTROSPECTION_CLIENT = ('vllm-dr', 'vllm-dr-lab-secret')
 START_TIMEOUT = 30.0
+IDPS = ('authlib', 'keycloak')
 
 
 class LabError(RuntimeError):
@@ -76,8 +86,30 @@ class Lab:
         return f'{scheme}://127.0.0.1:{self.state["ports"]["gateway"]}'
 
     @property
+    def keycloak(self) -> dict | None:
+        """The Keycloak the lab uses (url, realm, admin, own), or None for the Authlib provider."""
+        return self.state.get('keycloak')
+
+    @property
     def idp_url(self) -> str:
+        if self.keycloak:
+            return _realm.realm_url(self.keycloak['url'], self.keycloak['realm'])
         return f'http://127.0.0.1:{self.state["ports"]["idp"]}'
+
+    @property
+    def token_url(self) -> str:
+        if self.keycloak:
+            return _realm.token_url(self.keycloak['url'], self.keycloak['realm'])
+        return f'{self.idp_url}/oauth/token'
+
+    @property
+    def introspection_url(self) -> str:
+        if self.keycloak:
+            return _realm.introspection_url(self.keycloak['url'], self.keycloak['realm'])
+        return f'{self.idp_url}/oauth/introspect'
+
+    def keycloak_api(self):
+        return _keycloak.KeycloakApi(self.keycloak['url'], self.keycloak['admin'])
 
     @property
     def config_path(self) -> str:
@@ -101,8 +133,8 @@ class Lab:
         self.state.setdefault('pids', {})[name] = process.pid
         self._save()
 
-    def _wait(self, name: str, probe) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+    def _wait(self, name: str, probe, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self._alive(name):
                 raise LabError(f'{name} exited; see {self.path("logs", name + ".out")}')
@@ -112,7 +144,7 @@ class Lab:
             except Exception:  # pylint: disable=broad-except  # not up yet
                 pass
             time.sleep(0.05)
-        raise LabError(f'{name} did not start in {START_TIMEOUT:g}s; see {self.path("logs", name + ".out")}')
+        raise LabError(f'{name} did not start in {timeout:g}s; see {self.path("logs", name + ".out")}')
 
     def _alive(self, name: str) -> bool:
         pid = self.state.get('pids', {}).get(name)
@@ -183,6 +215,18 @@ class Lab:
     def _wait_idp(self) -> None:
         self._wait('idp', lambda: self._get(f'{self.idp_url}/healthz')[0] == 200)
 
+    def _start_keycloak(self) -> None:
+        """A Keycloak of the lab's own, its H2 database in DIR/keycloak; configured once it serves."""
+        server = _keycloak.KeycloakServer(workdir=self.path('keycloak'))
+        server.home = _keycloak.install()
+        server.port, server.management_port = self.state['ports']['keycloak'], self.state['ports']['keycloak_management']
+        with _keycloak.start_lock(server.home):
+            self._spawn('keycloak', server._command(), server._environment())  # pylint: disable=protected-access
+            self._wait('keycloak', lambda: _keycloak.ready(server.url), timeout=server.start_timeout)
+
+    def _configure_keycloak(self) -> None:
+        _realm.create_realm(self.keycloak_api(), self.keycloak['realm'])
+
     def start_gateway(self) -> None:
         self._spawn('gateway', self._gunicorn('lab.gateway:create_app()', self.state['ports']['gateway'],
                                               tls=self.state.get('tls', False)),
@@ -214,16 +258,29 @@ class Lab:
 
     # ---- the commands ------------------------------------------------------------------------
 
-    def up(self, sessions: int = 5, tls: bool = False, redis_password: str | None = None, echo_token: bool = False) -> dict:
+    def up(self, sessions: int = 5, tls: bool = False, redis_password: str | None = None, echo_token: bool = False,
+           idp: str = 'authlib', keycloak_url: str | None = None, keycloak_admin=None, realm: str = 'vllm-lab') -> dict:
         """Start the lab; with ``redis_password`` Redis requires it (requirepass) and vllm.yaml and the inventory carry it;
-        with ``echo_token`` the gateway repeats a rejected refresh token in its error (lab_echo_token)."""
+        with ``echo_token`` the gateway repeats a rejected refresh token in its error (lab_echo_token).
+
+        ``idp`` keycloak: the provider is a Keycloak realm ``realm``, in the Keycloak at ``keycloak_url`` (administered
+        as ``keycloak_admin``, (user, password)) or, without a URL, in a Keycloak the lab starts and stops itself."""
         if self.state.get('pids'):
             raise LabError(f'the lab in {self.dir} is already up; run down first')
+        if idp not in IDPS:
+            raise LabError(f'unknown identity provider {idp!r}; give one of {", ".join(IDPS)}')
         for directory in ('data', 'logs', 'idp', 'redis', 'snapshot'):
             os.makedirs(self.path(directory), exist_ok=True)
         self.state = {'ports': {'redis': free_port(), 'idp': free_port(), 'gateway': free_port()},
                       'tls': tls, 'sessions': [f's{i}' for i in range(sessions)] + ['probe'],
-                      'service_session': 'svc', 'started_at': time.time()}
+                      'service_session': 'svc', 'started_at': time.time(), 'idp': idp}
+        if idp == 'keycloak':
+            own = keycloak_url is None
+            if own:
+                self.state['ports'].update(keycloak=free_port(), keycloak_management=free_port())
+                keycloak_url = f'http://127.0.0.1:{self.state["ports"]["keycloak"]}'
+            self.state['keycloak'] = {'url': keycloak_url, 'realm': realm, 'own': own,
+                                      'admin': list(keycloak_admin or _keycloak.ADMIN)}
         if redis_password:
             self.state['redis_password'] = redis_password
         if echo_token:
@@ -234,12 +291,23 @@ class Lab:
         self._write_config()
         self._save()
         try:
-            # all three start at once: the gateway waits for the provider when it signs itself in
-            self._start_redis()
-            self._start_idp()
-            self._wait_redis()
-            self.start_gateway()
-            self._wait_idp()
+            if self.keycloak:
+                # Keycloak takes minutes, not seconds: up and configured before the gateway signs itself in
+                self._start_redis()
+                if self.keycloak['own']:
+                    self._start_keycloak()
+                self._configure_keycloak()
+                self.state['realm_created'] = True
+                self._save()
+                self._wait_redis()
+                self.start_gateway()
+            else:
+                # all three start at once: the gateway waits for the provider when it signs itself in
+                self._start_redis()
+                self._start_idp()
+                self._wait_redis()
+                self.start_gateway()
+                self._wait_idp()
             for sid in self.state['sessions']:
                 status, _body = self._post(f'{self.gateway_url}/api/v1/sessions', {'session_id': sid})
                 if status != 201:
@@ -257,8 +325,7 @@ class Lab:
             'session_state_store': {'type': 'redis', 'address': f'127.0.0.1:{self.state["ports"]["redis"]}',
                                     'refresh_on_startup': False},
             'token_cache': {'path': self.cache_path, 'max_size': 1000},
-            'oauth': {'token_url': f'{self.idp_url}/oauth/token', 'client_id': LAB_CLIENT[0],
-                      'client_secret': LAB_CLIENT[1]},
+            'oauth': {'token_url': self.token_url, 'client_id': LAB_CLIENT[0], 'client_secret': LAB_CLIENT[1]},
             'service_session_id': self.state['service_session'],
             'log_file': self.log_path,
         }
@@ -267,6 +334,9 @@ class Lab:
         if self.state.get('echo_token'):
             config['lab_echo_token'] = True
         config['lab_race_file'] = self.path('faults', 'race_next_refresh')
+        if self.keycloak:
+            # the provider's own answer to a refused refresh, as a gateway in front of Keycloak gives it
+            config['oauth']['relay_errors'] = True
         with open(self.config_path, 'w', encoding='utf-8') as handle:
             yaml.safe_dump(config, handle, sort_keys=False)
 
@@ -292,9 +362,12 @@ class Lab:
         return self._post(f'{self.gateway_url}/api/v1/refresh_token', {'client_id': LAB_CLIENT[0]},
                           {'Authorization': f'Bearer {token}'})
 
-    def rotate(self) -> dict:
+    def rotate(self, keep=()) -> dict:
+        """Every session refreshed at the provider (but those in ``keep``): the snapshot's refresh tokens are revoked."""
         rotated = []
         for sid in self.state['sessions'] + [self.state['service_session']]:
+            if sid in keep:
+                continue
             status, _body = self.refresh(sid)
             if status != 200:
                 raise LabError(f'rotating session {sid} failed with HTTP {status}; is the lab healthy?')
@@ -359,6 +432,15 @@ class Lab:
         self.state = self._load()
         for name in ('gateway', 'idp', 'redis'):
             self._stop(name)
+        if self.keycloak and not self.keycloak['own'] and self.state.pop('realm_created', False):
+            # a shared Keycloak keeps serving others: only this lab's realm goes
+            try:
+                _realm.delete_realm(self.keycloak_api(), self.keycloak['realm'])
+            except (OSError, RuntimeError) as exc:
+                print(f'labctl down: the realm {self.keycloak["realm"]} stays in {self.keycloak["url"]}: {exc}',
+                      file=sys.stderr)
+            self._save()
+        self._stop('keycloak')
         return {'down': True}
 
     def inventory(self, report_dir: str | None = None) -> dict:
@@ -375,8 +457,8 @@ class Lab:
             'vllm_dr_store': {'backend': 'redis', 'login_host': '127.0.0.1', 'login_port': self.state['ports']['redis']},
             # tokens were rotated, not expired: ask the provider which sessions are dead
             'vllm_dr_sweep_select': 'revoked',
-            'vllm_dr_introspection': {'url': f'{self.idp_url}/oauth/introspect', 'client_id': 'vllm-dr',
-                                      'client_secret': 'vllm-dr-lab-secret'},
+            'vllm_dr_introspection': {'url': self.introspection_url, 'client_id': INTROSPECTION_CLIENT[0],
+                                      'client_secret': INTROSPECTION_CLIENT[1]},
             'vllm_dr_refresh_url': f'{self.gateway_url}/api/v1/refresh_token',
             'vllm_dr_health_url': f'{self.gateway_url}/healthz',
             'vllm_dr_probe_session': self.state['service_session'],
@@ -394,12 +476,18 @@ class Lab:
             host['vllm_dr_http'] = {'ca_path': self.state['tls_files']['ca']}
         return {'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}
 
+    def _processes(self) -> list:
+        """The processes this lab runs: a shared Keycloak is not one of them."""
+        if not self.keycloak:
+            return ['redis', 'idp', 'gateway']
+        return ['redis'] + (['keycloak'] if self.keycloak['own'] else []) + ['gateway']
+
     def status(self) -> dict:
-        return {'dir': self.dir, 'gateway': self.gateway_url, 'idp': self.idp_url,
+        return {'dir': self.dir, 'gateway': self.gateway_url, 'idp': self.idp_url, 'provider': self.state.get('idp', 'authlib'),
                 'redis': f'127.0.0.1:{self.state["ports"]["redis"]}', 'config': self.config_path,
                 'cache': self.cache_path, 'log': self.log_path, 'sessions': self.state['sessions'],
                 'service_session': self.state['service_session'], 'restored_at': self.state.get('restored_at'),
-                'running': {name: self._alive(name) for name in ('redis', 'idp', 'gateway')},
+                'running': {name: self._alive(name) for name in self._processes()},
                 'ca': self.state.get('tls_files', {}).get('ca')}
 
 
@@ -412,6 +500,10 @@ def main(argv=None) -> int:
     up.add_argument('--tls', action='store_true')
     up.add_argument('--redis-password', help='make Redis require this password (requirepass)')
     up.add_argument('--echo-token', action='store_true', help='the gateway repeats a rejected token in its error')
+    up.add_argument('--idp', choices=IDPS, default=os.environ.get('VLLM_DR_LAB_IDP') or 'authlib',
+                    help='the identity provider: the lab\'s Authlib server, or a realm in Keycloak')
+    up.add_argument('--keycloak-url', help='a running Keycloak to make the realm in (else the lab starts one)')
+    up.add_argument('--realm', default='vllm-lab', help='the Keycloak realm to create')
     for name in ('snapshot', 'rotate', 'restore', 'restart', 'down', 'status'):
         sub.add_parser(name)
     refresh = sub.add_parser('refresh')
@@ -424,7 +516,10 @@ def main(argv=None) -> int:
     lab = Lab(args.state)
     try:
         if args.command == 'up':
-            result = lab.up(args.sessions, args.tls, args.redis_password, args.echo_token)
+            admin = (os.environ.get('VLLM_DR_KEYCLOAK_ADMIN_USER', _keycloak.ADMIN[0]),
+                     os.environ.get('VLLM_DR_KEYCLOAK_ADMIN_PASSWORD', _keycloak.ADMIN[1]))
+            result = lab.up(args.sessions, args.tls, args.redis_password, args.echo_token, idp=args.idp,
+                            keycloak_url=args.keycloak_url, keycloak_admin=admin, realm=args.realm)
         elif args.command == 'vars':
             print(yaml.safe_dump(lab.inventory(args.report_dir)['all']['children']['vllm']['hosts']['lab'],
                                  sort_keys=False), end='')
@@ -441,7 +536,7 @@ def main(argv=None) -> int:
             result = {'status': status, 'error': body.get('error'), 'error_description': body.get('error_description')}
         else:
             result = getattr(lab, args.command)()
-    except (LabError, OSError) as exc:
+    except (RuntimeError, OSError) as exc:  # LabError, and a Keycloak that could not be installed or configured
         print(f'labctl {args.command}: {exc}', file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2, sort_keys=True))

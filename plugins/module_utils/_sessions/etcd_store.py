@@ -124,6 +124,15 @@ class EtcdStore(Partition):
         self.location = None
         self._sweep = None
         self.client, self.location = self._connect(params)
+        self.server = self._identify()
+
+    def _identify(self) -> dict:
+        """{'name': 'etcd', 'version'}: the version the endpoint's member reports (None when it may not say)."""
+        try:
+            version = self._call('/maintenance/status', {}).get('version')
+        except StoreError:
+            version = None
+        return {'name': 'etcd', 'version': version}
 
     def _connect(self, params: dict):
         errors = []

@@ -145,6 +145,53 @@ def _cluster_failure(exc: BaseException, params: dict, kwargs: dict, location: s
     return describe_redis_error(cause, location)
 
 
+UNKNOWN_SERVER = {'name': None, 'version': None}
+
+
+def identity_from_info(info: dict) -> dict:
+    """{'name', 'version'} of a server from its INFO server fields.
+
+    Valkey names itself in ``server_name`` and gives its own version in ``valkey_version``; its
+    ``redis_version`` is the Redis release it stays compatible with (7.2.4 for every Valkey 8),
+    never its own. Redis has neither field (a Redis 7.0 says only ``redis_version``).
+    """
+    name = as_text(info.get('server_name') or 'redis').lower()
+    version = info.get(f'{name}_version', info.get('redis_version'))
+    return {'name': name, 'version': None if version is None else as_text(version)}
+
+
+def identity_from_hello(reply) -> dict:
+    """{'name', 'version'} from a HELLO reply (a map, or RESP2's flat list of pairs): ``server`` and ``version``.
+
+    Valkey answers HELLO as valkey with its own version, unless extended-redis-compatibility is on:
+    then it says redis 7.2.4, which is why INFO is asked first.
+    """
+    if isinstance(reply, (list, tuple)):
+        reply = dict(zip(reply[::2], reply[1::2]))
+    if not isinstance(reply, dict):
+        return dict(UNKNOWN_SERVER)
+    fields = {as_text(key): value for key, value in reply.items()}
+    if 'server' not in fields:
+        return dict(UNKNOWN_SERVER)
+    return {'name': as_text(fields['server']).lower(),
+            'version': None if fields.get('version') is None else as_text(fields['version'])}
+
+
+def server_identity(client) -> dict:
+    """Which server ``client`` speaks to: INFO server, or HELLO for a user the ACL denies INFO; unknown when both are denied."""
+    try:
+        return identity_from_info(client.info('server'))
+    except redis.RedisError as exc:
+        if classify_redis_error(exc) != 'noperm':
+            raise
+    try:
+        return identity_from_hello(client.execute_command('HELLO', '2'))
+    except redis.RedisError as exc:
+        if classify_redis_error(exc) not in ('noperm', 'refused'):
+            raise
+    return dict(UNKNOWN_SERVER)
+
+
 def host_port(address) -> str:
     return f'{address[0]}:{address[1]}'
 

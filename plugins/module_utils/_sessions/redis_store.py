@@ -102,6 +102,15 @@ class RedisStore:
         self._cluster_client = None
         self._redirections = None
         self._partitions = self._connect(params)
+        self.server = self._identify()
+
+    def _identify(self) -> dict:
+        """Which server the store runs on (Redis or Valkey, its version): asked of the first partition."""
+        partition = self._partitions[0]
+        try:
+            return _connection.server_identity(partition.client)
+        except redis.RedisError as exc:
+            raise StoreError(describe_redis_error(exc, partition.location)) from None
 
     def _connect(self, params: dict):
         kwargs = _connection.client_kwargs(params)
