@@ -28,7 +28,7 @@ options:
   session:
     description:
       - A session id (the refresh probe's). C(other_session_lines) counts the error lines about a named session
-        other than it: those that name one (C(for session <id>), C(session_id=<id>), not C(unknown)) and those that
+        other than it, those that name one (C(for session <id>), C(session_id=<id>), not C(unknown)) and those that
         name no session right after them.
     type: str
 author:

@@ -53,7 +53,7 @@ _value:
       elements: str
     evidence:
       description:
-        - The reasons the refresh probe did not make itself, one line each (what auto-repair rests on): a stale or
+        - The reasons the refresh probe did not make itself, one line each (what auto-repair rests on), a stale or
           damaged cache, sessions to sweep beyond the probe's own (C(sessions.watched_matched)), token error lines
           that are about other sessions than the probe's (C(logs.other_session_lines)).
       type: list

@@ -100,4 +100,5 @@ def merge(evidences, since=None, patterns=INCIDENT_PATTERNS) -> dict:
                           'last_seen': max(_known(entry['last_seen'] for entry in entries), default=None)}
     return {'since': iso_utc(since) if since is not None else None,
             'lines_scanned': sum(evidence['lines_scanned'] for evidence in evidences),
-            'error_lines': sum(entry['count'] for entry in found.values()), 'patterns': found}
+            'error_lines': sum(entry['count'] for entry in found.values()),
+            'other_session_lines': sum(evidence.get('other_session_lines', 0) for evidence in evidences), 'patterns': found}

@@ -82,7 +82,7 @@ options:
   confirm_stale:
     description:
       - Ask again, up to this many times with backoff (0.5 s, 1 s, 2 s, ...), after a V(stale_token) answer before
-        reporting it: a provider's single transient C(invalid_grant) then passes (RV(stale_answers)).
+        reporting it, so that a provider's single transient C(invalid_grant) passes (RV(stale_answers)).
       - With O(session_id), the session's refresh token is read from the store again before each new try; when
         the service changed it meanwhile (it refreshed its own session while the probe ran, RV(raced)), the new
         token is presented.

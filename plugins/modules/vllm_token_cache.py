@@ -108,7 +108,7 @@ options:
     description:
       - With O(state=restored) and a cache that holds rows now (the service wrote them since the run), put the
         backup's rows that the cache lacks back into it, in one transaction, and keep every row and file written
-        since (a row in both keeps its current value): sessions signed in after the run go on refreshing.
+        since (a row in both keeps its current value), so that sessions signed in after the run go on refreshing.
       - A cache that cannot be merged (no token table or primary key of the backup's shape, or not readable as
         SQLite) is refused in one line naming the rows replacing it would lose, before anything is changed.
       - V(false) replaces the cache files with the backup's, as a forced rollback (the current files are backed up
