@@ -390,7 +390,6 @@ class TokenCache:
         fsync_directory(os.path.dirname(os.path.abspath(self.path)))
         return result
 
-
     def _rows_now(self) -> int:
         """Rows the token table holds now (0 when there is no such table); -1 when the file cannot be read as
         a token cache: it may hold what the service wrote since, in a form no merge reads."""

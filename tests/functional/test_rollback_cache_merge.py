@@ -46,8 +46,8 @@ def test_rollback_keeps_the_sessions_signed_in_after_the_run(broken_lab):
     after = rows(broken_lab.cache_path)
     # every row written since is kept as it is; every row the run removed and the cache lacked is back
     assert {sid: after[sid] for sid in since} == since
-    assert {sid: after[sid] for sid in before if sid not in since} == {sid: row for sid, row in before.items()
-                                                                        if sid not in since}
+    removed = {sid: row for sid, row in before.items() if sid not in since}
+    assert {sid: after[sid] for sid in removed} == removed
     assert set(after) == set(before) | set(since)
     assert broken_lab.refresh('late')[0] == 200
 
