@@ -151,17 +151,22 @@ docs-venv:
 # bundle: antsibull-docs resolves the collection's dependencies through ansible-doc. The lint copies each dependency
 # first, and a directory inside a git work tree by its tracked files only; the test venv is an ignored part of this
 # work tree, so the ceiling keeps git from finding the work tree above it (the collection itself, whose path is the
-# work tree's top, is still copied as git tracks it).
+# work tree's top, is still copied as git tracks it). A test venv linked from another work tree (.venv a symbolic
+# link) gets a ceiling at that work tree's top too.
 DOCS_COLLECTIONS = $(COLLECTIONS):$(shell $(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 docs-lint: deps docs-venv
 	cd $(COLLECTIONS)/ansible_collections/inferops/vllm_dr && \
-	  PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) GIT_CEILING_DIRECTORIES=$(ROOT) \
+	  PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) GIT_CEILING_DIRECTORIES=$(ROOT):$(patsubst %/,%,$(dir $(realpath $(VENV)))) \
 	  $(DOCS_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs .
 
-# The site, built as CI builds it (warnings are errors)
+# The site, built as CI builds it (warnings are errors), then read as a reader reads it (tests/docs): every internal
+# link and anchor of the HTML resolves, no link leads to a repository the collection does not have, and in headless
+# Chromium the search finds pages and a module page renders (screenshots in reports/docs-site/)
 docs-site: deps docs-venv
 	PATH=$(DOCS_VENV)/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(DOCS_COLLECTIONS) \
 	  bash docs/sphinx/build.sh $(COLLECTIONS) $(ROOT)/build/docs
+	VLLM_DR_DOCS_HTML=$(ROOT)/build/docs/html VLLM_DR_REPORTS=$(REPORTS) \
+	  $(PYTEST) tests/docs --junitxml=$(REPORTS)/docs-site.xml
 
 # The site for a reader
 docs: docs-site

@@ -24,6 +24,10 @@ ANSIBLE_COLLECTIONS_PATH="$collections${ANSIBLE_COLLECTIONS_PATH:+:$ANSIBLE_COLL
     inferops.vllm_dr
 # antsibull-docs title-cases the collection's name (Inferops.Vllm_Dr); the page says it as it is written
 sed -i '0,/^Inferops\.Vllm_Dr$/s//inferops.vllm_dr/' "$rst/collections/inferops/vllm_dr/index.rst"
+# The guides kept as Markdown beside the code (docs/*.md, also read on the repository's own pages) join the site as
+# they are: copied into the build, never kept twice; myst_parser reads them (conf.py)
+mkdir -p "$rst/guides"
+cp "$here/../runbook.md" "$here/../aap.md" "$rst/guides/"
 # -W: warnings are errors; -n: every reference must resolve; -E: no stale environment
 sphinx-build -b html -W --keep-going -n -E -q -c "$here" -d "$out/doctrees" "$rst" "$out/html"
 echo "site: $out/html/index.html"

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 
 from ._files import BackupError, check_private_dir, copy_private, ensure_backup_dir, file_digest, fsync_directory
-from ._timestamps import EARLIEST_EPOCH, END_EPOCH, EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc
+from ._timestamps import EARLIEST_EPOCH, END_EPOCH, EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc, parse_optional
 
 SIDECAR_SUFFIXES = ('-wal', '-shm', '-journal')
 SQLITE_MAGIC = b'SQLite format 3\x00'
@@ -596,3 +596,25 @@ def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | No
                              or result.get('restored_rows'))
     result['diff'] = {'before': before, 'after': after}
     return result
+
+
+def token_cache_argument_spec() -> dict:
+    """The options that name the cache and say how to read it (the token_cache doc fragment documents them)."""
+    return dict(
+        path=dict(type='path', default='/var/lib/vllm/token_cache.db'),
+        restored_at=dict(type='str'),
+        cutoff=dict(type='str'),
+        table=dict(type='str', default='tokens'),
+        expires_column=dict(type='str', default='expires_at'),
+        lock_timeout=dict(type='float', default=5.0),
+    )
+
+
+def cache_of(params: dict) -> TokenCache:
+    return TokenCache(params['path'], params['table'], params['expires_column'], params['lock_timeout'])
+
+
+def read_times(params: dict) -> tuple:
+    """(cutoff, restored_at) as epoch seconds: cutoff defaults to now, restored_at to None; TimestampError on bad input."""
+    return (parse_optional(params['cutoff'], 'cutoff', default_now=True),
+            parse_optional(params['restored_at'], 'restored_at'))

@@ -27,6 +27,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - inferops.vllm_dr.session_store
+  - inferops.vllm_dr.session_read
   - inferops.vllm_dr.redis
   - inferops.vllm_dr.etcd
 attributes:
@@ -48,27 +49,6 @@ options:
     type: str
     choices: [reported, swept, restored]
     default: reported
-  select:
-    description:
-      - V(expired) chooses sessions whose expiry is before O(cutoff) (the incident's C(refresh_on_startup)).
-      - V(all) chooses every well-formed session, forcing every client to sign in again.
-      - V(revoked) asks the identity provider's RFC 7662 endpoint O(introspection_url) about each session's
-        refresh token and chooses only those no longer active, so users whose tokens were not rotated keep
-        their sessions. It makes one request per session.
-    type: str
-    choices: [expired, all, revoked]
-    default: expired
-  cutoff:
-    description:
-      - With O(select=expired), the moment before which a session counts as expired; ISO 8601 or epoch seconds.
-      - Defaults to now.
-    type: str
-  expires_field:
-    description:
-      - The field holding each session's expiry, as ISO 8601 (C(Z), an offset, fractional seconds) or epoch
-        seconds or milliseconds.
-    type: str
-    default: expires_at
   malformed:
     description:
       - What to do with entries under the pattern that are not judgeable sessions, a missing or unreadable
@@ -95,48 +75,11 @@ options:
       - One sweep at a time writes a backup file (an exclusive lock); a second one is refused before it deletes
         anything.
     type: path
-  batch_size:
-    description:
-      - Keys read, judged and deleted per round trip (per C(SCAN) call, or etcd range page); V(1) to V(100000).
-    type: int
-    default: 1000
-  max_rate:
-    description:
-      - At most this many entries per second are read, across all cluster primaries. V(0) is unlimited.
-    type: float
-    default: 0
   max_delete:
     description:
       - Refuse, before deleting anything, when more sessions than this would be removed. The count is a full
         read-only pass, and the sweep itself never deletes more than this.
     type: int
-  introspection_url:
-    description:
-      - With O(select=revoked), the identity provider's RFC 7662 token introspection endpoint.
-    type: str
-  introspection_client_id:
-    description:
-      - Client allowed to introspect tokens (client_secret_basic authentication).
-    type: str
-  introspection_client_secret:
-    description:
-      - Secret of O(introspection_client_id).
-    type: str
-  introspection_validate_certs:
-    description:
-      - Verify the introspection endpoint's certificate.
-    type: bool
-    default: true
-  introspection_ca_path:
-    description:
-      - CA bundle for the introspection endpoint.
-    type: path
-  watched_session:
-    description:
-      - A session id (for example the refresh probe's session) whose selection is told apart in
-        RV(watched_matched), so that a diagnosis can count the sessions to sweep beyond that one.
-      - It changes nothing in what is selected or removed.
-    type: str
 notes:
   - Session ids may appear in results (RV(sample_ids)); token values never do.
   - Redis reads are pipelined (one write and one read per batch and stage, C(SCAN), C(HGETALL), C(PTTL)) and sent as
@@ -337,39 +280,28 @@ server:
   sample: {"name": "valkey", "version": "8.1.8"}
 """
 
-import math
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
-    SESSION_STORE_RULES, check_store_params, open_store, session_store_argument_spec)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import SESSION_STORE_RULES, open_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.reading import (
+    check_read_params, introspector, read_argument_spec, read_options)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import (
     RestoreError, SweepError, SweepOptions, Sweeper, report, restore)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError
 
 
 def argument_spec() -> dict:
-    spec = session_store_argument_spec()
+    spec = read_argument_spec()
     spec.update(
         state=dict(type='str', default='reported', choices=['reported', 'swept', 'restored']),
-        select=dict(type='str', default='expired', choices=['expired', 'all', 'revoked']),
-        cutoff=dict(type='str'),
-        expires_field=dict(type='str', default='expires_at'),
         malformed=dict(type='str', default='keep', choices=['keep', 'sweep']),
         backup=dict(type='bool', default=True),
         backup_path=dict(type='path'),
-        batch_size=dict(type='int', default=1000),
-        max_rate=dict(type='float', default=0),
         max_delete=dict(type='int'),
-        introspection_url=dict(type='str'),
-        introspection_client_id=dict(type='str'),
-        introspection_client_secret=dict(type='str', no_log=True),
-        introspection_validate_certs=dict(type='bool', default=True),
-        introspection_ca_path=dict(type='path'),
-        watched_session=dict(type='str'),
     )
     return spec
 
@@ -388,36 +320,18 @@ def check_params(params: dict) -> None:
                          'set backup=false explicitly to sweep without a backup')
     if params['state'] == 'restored' and not params['backup_path']:
         raise StoreError('state=restored needs backup_path, the file a sweep wrote')
-    if not 1 <= params['batch_size'] <= 100000:
-        raise StoreError(f'batch_size {params["batch_size"]} is out of range; give 1 to 100000 (default 1000)')
-    if not (math.isfinite(params['max_rate']) and params['max_rate'] >= 0):
-        raise StoreError(f'max_rate {params["max_rate"]:g} is out of range; give the entries per second, '
-                         'or 0 for an unlimited rate')
     if params['max_delete'] is not None and params['max_delete'] < 0:
         raise StoreError(f'max_delete {params["max_delete"]} cannot be negative; give the most sessions '
                          'a sweep may remove (0 refuses any)')
-    check_store_params(params)
+    check_read_params(params)
 
 
 def sweep_options(module: AnsibleModule) -> SweepOptions:
     params = module.params
-    introspector = None
-    if params['select'] == 'revoked' and params['state'] != 'restored':
-        # imported here: its HTTP client costs every other run of the module a tenth of a second to import
-        from ansible_collections.inferops.vllm_dr.plugins.module_utils._introspection import (  # pylint: disable=import-outside-toplevel
-            Introspector,
-        )
-        introspector = Introspector(params['introspection_url'], params['introspection_client_id'],
-                                    params['introspection_client_secret'], timeout=params['timeout'],
-                                    validate_certs=params['introspection_validate_certs'],
-                                    ca_path=params['introspection_ca_path'])
-    return SweepOptions(
-        state=params['state'], select=params['select'],
-        cutoff=parse_optional(params['cutoff'], 'cutoff', default_now=True),
-        malformed=params['malformed'], expires_field=params['expires_field'], batch_size=params['batch_size'],
-        max_rate=params['max_rate'], max_delete=params['max_delete'], backup_path=params['backup_path'],
-        backup=params['backup'], check_mode=module.check_mode, introspector=introspector,
-        watched_session=params['watched_session'])
+    return read_options(
+        params, state=params['state'], malformed=params['malformed'], max_delete=params['max_delete'],
+        backup_path=params['backup_path'], backup=params['backup'], check_mode=module.check_mode,
+        introspector=introspector(params) if params['state'] != 'restored' else None)
 
 
 def run(module: AnsibleModule) -> dict:

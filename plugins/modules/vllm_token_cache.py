@@ -24,6 +24,7 @@ author:
   - inferops SRE (@inferops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - inferops.vllm_dr.token_cache
 attributes:
   check_mode:
     support: full
@@ -34,15 +35,6 @@ attributes:
   platform:
     platforms: posix
 options:
-  path:
-    description:
-      - The token cache database file.
-      - It must be the real file, not a symbolic link, and none of its C(-wal), C(-shm) and C(-journal)
-        sidecars may be a link. Every state refuses a link with one line naming it and its target, because SQLite
-        would read through it while a purge would remove only the link and leave the tokens in its target.
-        Links among the parent directories are followed; they lead every state to the same file.
-    type: path
-    default: /var/lib/vllm/token_cache.db
   state:
     description:
       - V(inspected) reports what the cache holds and changes nothing. A file that is not a healthy SQLite
@@ -60,31 +52,6 @@ options:
     type: str
     choices: [inspected, pruned, absent, restored]
     default: inspected
-  restored_at:
-    description:
-      - When the snapshot restore completed, as ISO 8601 (V(2024-07-15T03:00:00Z), an offset, fractional
-        seconds) or epoch seconds, in the years 0001 to 9999; anything else fails before anything is touched.
-      - With it, RV(stale) is V(true) when the cache was last written (the newer of the database and its
-        C(-wal) file) before that time.
-    type: str
-  cutoff:
-    description:
-      - Rows whose expiry is before this time count as expired. ISO 8601 or epoch seconds, in the years
-        0001 to 9999; anything else fails before anything is touched.
-      - Defaults to now.
-    type: str
-  table:
-    description:
-      - The table that holds the tokens.
-    type: str
-    default: tokens
-  expires_column:
-    description:
-      - The column of O(table) that holds each token's expiry, as epoch seconds, epoch milliseconds or
-        ISO 8601 text. Rows whose value cannot be read, a moment outside the years 0001 to 9999 included
-        (V(1e300), a 17-digit epoch, year 0, an infinity), are never pruned; RV(malformed_rows) counts them.
-    type: str
-    default: expires_at
   backup:
     description:
       - Copy the database and its sidecars before any change.
@@ -115,11 +82,6 @@ options:
         first). With no rows now, the files are replaced either way.
     type: bool
     default: true
-  lock_timeout:
-    description:
-      - Seconds to wait for a running service to release the database lock before failing.
-    type: float
-    default: 5.0
 notes:
   - The module acts on no symbolic link at O(path), its sidecars or O(backup_dir); see those options.
   - The files this module reports are the state found before it acted; RV(removed_rows),
@@ -269,18 +231,19 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import TokenCache, TokenCacheError, manage
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import (
+    TokenCacheError, cache_of, manage, read_times, token_cache_argument_spec)
 
 
 def run(module: AnsibleModule) -> dict:
     params = module.params
-    cache = TokenCache(params['path'], params['table'], params['expires_column'], params['lock_timeout'])
+    cutoff, restored_at = read_times(params)
     result = manage(
-        cache,
+        cache_of(params),
         params['state'],
-        cutoff=parse_optional(params['cutoff'], 'cutoff', default_now=True),
-        restored_at=parse_optional(params['restored_at'], 'restored_at'),
+        cutoff=cutoff,
+        restored_at=restored_at,
         backup=params['backup'],
         backup_dir=params['backup_dir'],
         restore_from=params['restore_from'],
@@ -297,17 +260,12 @@ def run(module: AnsibleModule) -> dict:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type='path', default='/var/lib/vllm/token_cache.db'),
+            token_cache_argument_spec(),
             state=dict(type='str', default='inspected', choices=['inspected', 'pruned', 'absent', 'restored']),
-            restored_at=dict(type='str'),
-            cutoff=dict(type='str'),
-            table=dict(type='str', default='tokens'),
-            expires_column=dict(type='str', default='expires_at'),
             backup=dict(type='bool', default=True),
             backup_dir=dict(type='path'),
             restore_from=dict(type='path'),
             merge=dict(type='bool', default=True),
-            lock_timeout=dict(type='float', default=5.0),
         ),
         required_if=[('state', 'restored', ['restore_from'])],
         supports_check_mode=True,

@@ -8,20 +8,11 @@ import os
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_token_cache
-from harness.caches import expiring, make_cache, set_mtime
 from harness.modules import run_module as harness_run_module
 
 
 def run_module(capsys, args, check_mode=False, diff=False):
     return harness_run_module(vllm_token_cache, args, capsys, check_mode=check_mode, diff=diff)
-
-
-@pytest.fixture
-def cache(tmp_path):
-    path = str(tmp_path / 'token_cache.db')
-    make_cache(path, expiring(5) + expiring(3, start=5, offset=3600))
-    set_mtime(path, 1720612800)
-    return path
 
 
 def test_inspection_is_the_default_and_reports_staleness(capsys, cache):
