@@ -40,6 +40,13 @@ def cache_mount(container: dict, location: str) -> dict | None:
     return max(holding, key=lambda mount: len(posixpath.normpath(mount['mountPath'])), default=None)
 
 
+def container_cache_mount(containers: list, container_name: str, cache_path: str) -> dict | None:
+    """The volume mount of the named container that holds the cache (None: no such container, or no volume holds it)."""
+    container = next((c for c in containers or [] if c.get('name') == container_name), None)
+    location = cache_location(container, cache_path) if container else None
+    return cache_mount(container, location) if location else None
+
+
 def volume_kind(volume: dict) -> str:
     kinds = [key for key in volume if key != 'name']
     return kinds[0] if len(kinds) == 1 else 'unknown'

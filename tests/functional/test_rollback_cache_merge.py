@@ -14,6 +14,7 @@ from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_token_cach
 from harness.lab_runs import incident_lab, write_inventory
 from harness.modules import run_module
 from harness.playbooks import playbook
+from harness.reports import report_path
 
 
 def rows(path):
@@ -39,7 +40,7 @@ def test_rollback_keeps_the_sessions_signed_in_after_the_run(broken_lab):
     assert status == 201
     since = rows(broken_lab.cache_path)
     assert 'late' in since and 'late' not in before
-    run = json.loads((broken_lab.reports / 'lab.json').read_text())['purge']['backup_dir']
+    run = json.loads(report_path(broken_lab.reports, 'lab.json').read_text())['purge']['backup_dir']
 
     rc, output = playbook(broken_lab.inventory_path, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run}')
     assert rc == 0, output[-3000:]

@@ -11,6 +11,7 @@ import pytest
 
 from harness.lab_runs import incident_lab
 from harness.playbooks import playbook
+from harness.reports import report_path
 from test_runbook import lab_state, store, with_inventory
 
 KEY = b'vllm_dr:lock:vllm-dr'
@@ -108,7 +109,7 @@ def test_a_failed_run_gives_the_lock_back(lab):
 def test_a_rollback_holds_the_lock_too_and_refuses_while_a_run_holds_it(lab):
     rc, output = run(lab)
     assert rc == 0, output[-3000:]
-    run_dir = json.loads((lab.reports / 'lab.json').read_text())['purge']['backup_dir']
+    run_dir = json.loads(report_path(lab.reports, 'lab.json').read_text())['purge']['backup_dir']
     rollback = ('dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run_dir}')
 
     # another run holds the target: the rollback puts nothing back and names it in one line
