@@ -35,8 +35,9 @@ help:
 	@echo "                  (CORES=\"2.16 2.21\" narrows the matrix on purpose; CORE_JOBS=N runs N cores at a time)"
 	@echo "make cores-quick  the quick matrix: compile, ansible-doc and validate-modules per core (2.19: make sanity),"
 	@echo "                  compile and import on every target Python of 2.16, the end-to-end drill on 2.16 and 2.21"
-	@echo "make floors       the session-store, probe and token-cache tests on requirements.txt's lower bounds"
-	@echo "make aap          the execution environment context, the AWX assets, the AWX-style restore and rollback jobs"
+	@echo "make floors       the session-store, probe and token-cache tests on requirements.txt's lower bounds;"
+	@echo "                  the tarball install and the Kubernetes runbook on the oldest ansible (kubernetes.core's floor)"
+	@echo "make aap          the execution environment context, the AWX assets, the AWX-style jobs, the assets in the real AWX"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball of a commit (COMMIT=HEAD), reproducible: same commit, same bytes"
@@ -147,7 +148,7 @@ docs-venv:
 	  echo "$$want" > $(DOCS_VENV)/.requirements.sha256; \
 	fi
 
-# The collections galaxy.yml depends on (kubernetes.core, community.general) come from the test venv's `ansible`
+# The collection galaxy.yml depends on (kubernetes.core) comes from the test venv's `ansible`
 # bundle: antsibull-docs resolves the collection's dependencies through ansible-doc. The lint copies each dependency
 # first, and a directory inside a git work tree by its tracked files only; the test venv is an ignored part of this
 # work tree, so the ceiling keeps git from finding the work tree above it (the collection itself, whose path is the

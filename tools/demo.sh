@@ -39,11 +39,11 @@ printf 'runbook %s in %d.%03ds (full output: %s)\n' "$([ $status -eq 0 ] && echo
   $((elapsed_ms / 1000)) $((elapsed_ms % 1000)) "$reports/ansible.log"
 
 phase "4/4 Result"
-if [ -f "$reports/lab.md" ]; then
-  sed -n '/^## Found/,$p' "$reports/lab.md"
+if [ -f "$reports/latest/lab.md" ]; then
+  sed -n '/^## Found/,$p' "$reports/latest/lab.md"
 else
   tail -n 20 "$reports/ansible.log"
 fi
 echo
-echo "report: $reports/lab.json, $reports/lab.junit.xml, $reports/lab.md"
+echo "report: $(realpath -m "$reports/latest")/lab.{json,junit.xml,md}"
 exit $status

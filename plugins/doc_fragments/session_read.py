@@ -63,4 +63,10 @@ options:
     description:
       - CA bundle for the introspection endpoint.
     type: path
+  watched_session:
+    description:
+      - A session id (for example the refresh probe's session) whose selection is told apart in
+        RV(watched_matched), so that a diagnosis can count the sessions to sweep beyond that one.
+      - It changes nothing in what is selected or removed.
+    type: str
 """

@@ -10,8 +10,11 @@ short_description: What a scheduled, diagnose-only run concludes from the diagno
 version_added: 0.1.0
 description:
   - The refresh probe decides. C(healthy) means the refresh path works and nothing is to be done.
-    C(stale) means the probe answered C(stale_token), the incident; the run fails, or repairs when
-    O(auto_repair) is on and the diagnosis says recovery is needed.
+    C(stale) means the probe answered C(stale_token) every time it asked (the restore role asks again with
+    backoff, and presents the session's new token when the service refreshed it meanwhile); the run fails.
+  - It repairs, when O(auto_repair) is on, only on evidence independent of the probe, the diagnosis's C(evidence),
+    a stale or damaged cache, sessions to sweep beyond the probe's own, token error lines from the service that
+    are about other sessions. The probe session alone rejected is not repaired; the run fails and says so.
     C(inconclusive) means the probe gave no usable answer (unreachable, a server or TLS error, ...); the run fails
     with the probe's words, since it cannot tell either way.
   - Used by the playbook C(inferops.vllm_dr.dr_detect).

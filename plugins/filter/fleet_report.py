@@ -82,7 +82,9 @@ _value:
       type: list
       elements: dict
     report_dir:
-      description: The directory of the first target's report, V(null) when none was written.
+      description: >-
+        The directory of the first target's report; when none was written, the directory the first target's report
+        was to go to; V(null) when no target came that far.
       type: str
     generated_at:
       description: O(generated_at).
@@ -103,7 +105,8 @@ _FORMATS = {'data': lambda fleet: fleet, 'junit': fleet_junit, 'markdown': fleet
 def _left_behind(host, facts) -> dict:
     return {'host': host, 'started_at': facts.get(_MARK), 'validation': facts.get('vllm_dr_validation'),
             'diagnosis': facts.get('vllm_dr_diagnosis'), 'failure': facts.get('vllm_dr_failure'),
-            'report': facts.get('_vllm_dr_report_file'), 'platform': facts.get('vllm_dr_platform')}
+            'report': facts.get('_vllm_dr_report_file'), 'platform': facts.get('vllm_dr_platform'),
+            'report_dir': facts.get('_vllm_dr_report_dir')}
 
 
 def fleet_report(hosts, hostvars, generated_at=None, validated=True,

@@ -25,6 +25,12 @@ options:
     description: The substrings to count.
     type: list
     elements: str
+  session:
+    description:
+      - A session id (the refresh probe's). C(other_session_lines) counts the error lines about a named session
+        other than it, those that name one (C(for session <id>), C(session_id=<id>), not C(unknown)) and those that
+        name no session right after them.
+    type: str
 author:
   - inferops SRE (@inferops)
 """
@@ -37,7 +43,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(since), C(lines_scanned), C(error_lines) and C(patterns) (count, first_seen, last_seen per pattern).
+  description: >-
+    C(since), C(lines_scanned), C(error_lines), C(other_session_lines) (of them, the lines about a named session
+    other than O(session)) and C(patterns) (count, first_seen, last_seen per pattern).
   type: dict
 """
 
@@ -47,12 +55,12 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._log_evidence imp
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError, parse_optional
 
 
-def log_evidence(text, since=None, patterns=None):
+def log_evidence(text, since=None, patterns=None, session=None):
     try:
         moment = parse_optional(since, 'since')
     except TimestampError as exc:
         raise AnsibleFilterError(str(exc)) from None
-    return scan(str(text or ''), moment, chosen_patterns(patterns))
+    return scan(str(text or ''), moment, chosen_patterns(patterns), None if session in (None, '') else str(session))
 
 
 class FilterModule:

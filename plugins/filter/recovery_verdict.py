@@ -51,6 +51,13 @@ _value:
       description: Every reason it is needed, one line each; empty when it is not.
       type: list
       elements: str
+    evidence:
+      description:
+        - The reasons the refresh probe did not make itself, one line each (what auto-repair rests on), a stale or
+          damaged cache, sessions to sweep beyond the probe's own (C(sessions.watched_matched)), token error lines
+          that are about other sessions than the probe's (C(logs.other_session_lines)).
+      type: list
+      elements: str
     probe_classification:
       description: The probe's classification, V(not probed) when no probe ran.
       type: str

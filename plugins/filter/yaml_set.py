@@ -10,7 +10,8 @@ short_description: Set one key of a YAML document, keeping its comments and layo
 version_added: 0.1.0
 description:
   - Edits the text of a block-style YAML document so that O(path) holds O(value); every other line, comment and
-    key order stays as it was.
+    key order stays as it was, each line with its own line break (CRLF stays CRLF; a line added gets the document's
+    first line break), and a document without a final line break stays without one.
   - The result is parsed back and compared with the intended document. When the text edit cannot express it
     (flow style, anchors, uneven indentation), the filter fails with a message that says what to do, so no
     comment is ever lost silently; with O(rewrite=true) it writes the whole document out again from its parsed
@@ -61,8 +62,13 @@ _value:
       description: Whether the document differs from the one given.
       type: bool
     formatting_kept:
-      description: Whether every comment and the layout were kept; V(false) only with O(rewrite=true).
+      description:
+        - Whether every line but the one set (or those added) was kept byte for byte, line breaks included;
+          V(false) only with O(rewrite=true).
       type: bool
+    was:
+      description: The value O(path) held before, V(null) when it was missing.
+      type: raw
 """
 
 from ansible.errors import AnsibleFilterError

@@ -4,10 +4,14 @@
 
 """Detection without a restart: what a scheduled, diagnose-only run concludes from the diagnosis, and its metrics.
 
-The refresh probe decides. ``healthy``: the refresh path works, nothing to do (exit 0). ``stale_token`` with a
-diagnosis that says recovery is needed: stale tokens, the incident (exit non-zero, or repair when the operator opted
-in). Any other probe answer (unreachable, a server error, a TLS failure, ...) cannot tell either way and is not
-green: the scheduled job fails with the probe's own words.
+The refresh probe decides. ``healthy``: the refresh path works, nothing to do (exit 0). ``stale_token``: stale
+tokens (exit non-zero). The repair (when the operator opted in) rests only on evidence independent of the probe
+(the diagnosis's ``evidence``: a stale or damaged cache, sessions revoked beyond the probe's own, token error lines
+from the service about other sessions): the probe's own rejection, repeated, is one session, not
+the incident, and restarting a service that serves every other session would damage it. The probe has already
+asked again with backoff (a single transient invalid_grant passes) and presented the session's new token when the
+service refreshed it meanwhile (a race). Any other probe answer (unreachable, a server error, a TLS failure, ...)
+cannot tell either way and is not green: the scheduled job fails with the probe's own words.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """
@@ -43,18 +47,32 @@ def verdict(diagnosis, auto_repair=False) -> dict:
     reasons = '; '.join(diagnosis.get('reasons') or []) or 'none'
     if classification == 'healthy':
         note = f' (the diagnosis notes: {reasons})' if needed else ''
+        if probe.get('raced'):
+            note += ' (the service refreshed the probe session while the probe ran; its new token works)'
+        elif probe.get('stale_answers'):
+            note += f' (after {probe["stale_answers"]} transient stale_token answer(s), asked again)'
         return {'outcome': HEALTHY, 'repair': False, 'failed': False,
                 'message': f'refresh path healthy: nothing to repair{note}'}
     if classification == 'stale_token':
-        repair = bool(auto_repair) and needed
+        evidence = diagnosis.get('evidence')
+        if not isinstance(evidence, list):
+            raise DetectionError('the diagnosis has no evidence list; pass vllm_dr_diagnosis as the restore role of '
+                                 'this collection sets it')
+        answers = probe.get('stale_answers') or 1
+        rejected = f'the provider rejects the probe session\'s token ({answers} answer{"s" if answers > 1 else ""})'
+        if not evidence:
+            return {'outcome': STALE, 'repair': False, 'failed': True,
+                    'message': f'stale refresh tokens for the probe session only: {rejected}, but nothing independent of '
+                               'the probe agrees (the cache is current, no session beyond the probe\'s own is revoked, '
+                               'no token error lines from the service); not repairing: sign the probe session in again '
+                               '(vllm_dr_probe_session), or run playbooks/dr_restore.yml if the service fails'}
+        repair = bool(auto_repair)
         if repair:
             action = 'repairing (vllm_dr_auto_repair): purge, restart, validate'
-        elif needed:
-            action = ('run playbooks/dr_restore.yml, or set vllm_dr_auto_repair=true to let this job repair it')
         else:
-            action = 'the diagnosis found nothing else to recover; run playbooks/dr_restore.yml with vllm_dr_force=true'
+            action = 'run playbooks/dr_restore.yml, or set vllm_dr_auto_repair=true to let this job repair it'
         return {'outcome': STALE, 'repair': repair, 'failed': not repair,
-                'message': f'stale refresh tokens: the provider rejects the probe session\'s token ({reasons}); {action}'}
+                'message': f'stale refresh tokens: {rejected} and {"; ".join(evidence)}; {action}'}
     detail = ', '.join(str(part) for part in (probe.get('status'), probe.get('error'), probe.get('error_description'))
                        if part not in (None, ''))
     return {'outcome': INCONCLUSIVE, 'repair': False, 'failed': True,

@@ -29,32 +29,41 @@ class BackupError(Exception):
 def check_private_dir(directory: str) -> bool:
     """Whether ``directory`` exists (False: missing); raise BackupError unless it is fit to hold backups.
 
-    Fit means: a real directory, not a symbolic link (checked with lstat, and
-    with O_NOFOLLOW on the directory opened, so that it cannot be swapped for a
-    link between the check and its use); owned by the user running the module
-    or by root; writable by no one else, that is neither world-writable nor
-    group-writable unless its group is the running user's own (effective) group.
-    Only ``directory`` itself is judged, not its parents.
+    Fit means: a real directory, not a symbolic link (real_directory_stat); owned by the user running the module
+    or by root; writable by no one else, that is neither world-writable nor group-writable unless its group is the
+    running user's own (effective) group. Only ``directory`` itself is judged, not its parents.
+    """
+    info = real_directory_stat(directory, 'backup_dir', _DIR_FIX)
+    if info is None:
+        return False
+    _check_owner_and_mode(_without_trailing_slash(directory), info)
+    return True
+
+
+def real_directory_stat(directory: str, option: str, fix: str, error: type = BackupError):
+    """The stat of ``directory`` (None when it is missing); ``error`` naming ``option`` and ``fix`` when it is a
+    symbolic link or not a directory.
+
+    Checked with the directory opened with O_NOFOLLOW, so that it cannot be swapped for a link between a check and
+    the open: whatever is written into it then goes where the user named, never where a link points.
     """
     directory = _without_trailing_slash(directory)
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
     except FileNotFoundError:
         if os.path.islink(directory):  # a dangling link
-            raise _link_error(directory) from None
-        return False
+            raise _link_error(directory, option, error) from None
+        return None
     except OSError as exc:
         if os.path.islink(directory):
-            raise _link_error(directory) from None
+            raise _link_error(directory, option, error) from None
         if exc.errno == errno.ENOTDIR:
-            raise BackupError(f'backup_dir {directory} is not a directory; {_DIR_FIX}') from None
-        raise BackupError(f'backup_dir {directory} cannot be opened ({exc.strerror}); {_DIR_FIX}') from None
+            raise error(f'{option} {directory} is not a directory; {fix}') from None
+        raise error(f'{option} {directory} cannot be opened ({exc.strerror}); {fix}') from None
     try:
-        info = os.fstat(fd)
+        return os.fstat(fd)
     finally:
         os.close(fd)
-    _check_owner_and_mode(directory, info)
-    return True
 
 
 def ensure_backup_dir(directory: str) -> str:
@@ -96,9 +105,9 @@ def _check_owner_and_mode(directory: str, info: os.stat_result) -> None:
                           f'backups: chmod go-w {directory}, or give a private directory (0700)')
 
 
-def _link_error(directory: str) -> BackupError:
-    return BackupError(f'backup_dir {directory} is a symbolic link to {os.readlink(directory)}; '
-                       'give the real directory, so that backups cannot be redirected')
+def _link_error(directory: str, option: str, error: type) -> Exception:
+    return error(f'{option} {directory} is a symbolic link to {os.readlink(directory)}; '
+                 'give the real directory, so that files cannot be redirected')
 
 
 def _without_trailing_slash(directory: str) -> str:

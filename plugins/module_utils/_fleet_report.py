@@ -33,21 +33,24 @@ def target_verdict(target: dict, *, validated: bool) -> dict:
 
     `target`: `host`, and what the target left behind: `validation` (the validate role's verdict, also written by
     its broken entry point when a step failed before validation), `diagnosis`, `platform`, `report` (the path of
-    its JSON report), `failure` (the step that failed and why, recorded when the run was rescued), `started_at`.
+    its JSON report), `report_dir` (where its report was to go), `failure` (the step that failed and why, recorded
+    when the run was rescued; it fails the target also after a passing validation), `started_at`.
     `validated`: whether the run's tags included the validation (a diagnosis-only run leaves no verdict).
     """
     validation = target.get('validation')
     failure = target.get('failure')
     diagnosis = target.get('diagnosis') or {}
-    if isinstance(validation, dict):
-        if validation.get('failed') and (validation.get('stopped') or not validation.get('check_mode')):
-            status, reason = FAILED, _reason(validation)
-        elif validation.get('check_mode'):
-            status, reason = NOT_JUDGED, 'check mode: nothing was changed or judged'
-        else:
-            status, reason = PASSED, f"{len(validation.get('checks') or [])} checks passed"
+    judged = isinstance(validation, dict)
+    if judged and validation.get('failed') and (validation.get('stopped') or not validation.get('check_mode')):
+        status, reason = FAILED, _reason(validation)
     elif failure:
+        # a step that failed after a passing validation (its report not written, its metrics not exported) fails
+        # the target too: the run did not do all it was asked
         status, reason = FAILED, f"failed at step '{failure.get('step')}': {failure.get('reason')}"
+    elif judged and validation.get('check_mode'):
+        status, reason = NOT_JUDGED, 'check mode: nothing was changed or judged'
+    elif judged:
+        status, reason = PASSED, f"{len(validation.get('checks') or [])} checks passed"
     elif validated:
         status, reason = FAILED, NO_REPORT
     else:
@@ -69,6 +72,7 @@ def fleet_report(targets: list, *, validated: bool, generated_at: str) -> dict:
     counts = {status: sum(1 for line in lines if line['status'] == status)
               for status in (PASSED, FAILED, NOT_JUDGED, NOT_VALIDATED)}
     reports = [line['report'] for line in lines if line['report']]
+    report_dirs = [target.get('report_dir') for target in targets or [] if target.get('report_dir')]
     return {
         'generated_at': generated_at,
         'passed': counts[FAILED] == 0,
@@ -76,8 +80,9 @@ def fleet_report(targets: list, *, validated: bool, generated_at: str) -> dict:
         'counts': counts,
         'failed': [line['host'] for line in lines if line['status'] == FAILED],
         'targets': lines,
-        # where the targets' reports went (the first one's directory): the fleet report goes beside them by default
-        'report_dir': os.path.dirname(reports[0]) if reports else None,
+        # where the targets' reports went (the first one's directory), else where they were to go: the fleet report
+        # goes beside them by default
+        'report_dir': os.path.dirname(reports[0]) if reports else (report_dirs[0] if report_dirs else None),
     }
 
 

@@ -42,8 +42,33 @@ def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str
     return reasons
 
 
+def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str) -> list:
+    """The reasons for the recovery that the refresh probe did not make itself, one line each.
+
+    What a repair may rest on when the probe says stale_token: a stale or damaged cache, sessions to sweep beyond
+    the probe's own (``sessions['watched_matched']`` says whether the probe session is among ``matched``), and
+    token error lines in the service log about other sessions (``logs['other_session_lines']``).
+    The probe's own answer is never among them: one probe session rejected, or a probe that raced the service's
+    own refresh, is not the incident.
+    """
+    found = []
+    if cache['stale']:
+        found.append(cache['stale_reason'])
+    if cache['exists'] and cache['integrity'] != 'ok':
+        found.append(f"token cache is damaged: {cache['integrity']}")
+    others = sessions['matched'] - (1 if sessions.get('watched_matched') else 0)
+    if others > 0:
+        found.append(f"{others} sessions to sweep beyond the probe's own ({select})")
+    lines = logs.get('other_session_lines') or 0
+    if lines > 0:
+        found.append(f'{lines} token error lines in the service log about sessions other than the probe\'s')
+    return found
+
+
 def recovery_verdict(evidence: dict, select: str) -> dict:
-    """{'recovery_needed', 'reasons', 'probe_classification'} from the evidence dict (cache, sessions, probe, logs)."""
+    """{'recovery_needed', 'reasons', 'evidence', 'probe_classification'} from the evidence dict (cache, sessions,
+    probe, logs): ``evidence`` is independent_evidence()."""
     reasons = recovery_reasons(evidence['cache'], evidence['sessions'], evidence.get('probe'), evidence['logs'], select)
     return {'recovery_needed': bool(reasons), 'reasons': reasons,
+            'evidence': independent_evidence(evidence['cache'], evidence['sessions'], evidence['logs'], select),
             'probe_classification': probe_classification(evidence.get('probe'))}

@@ -120,6 +120,32 @@ def refresh(http: Http, url: str, client_id: str, refresh_token: str, retries: i
     return result, (body if classification == HEALTHY else None)
 
 
+def settled_refresh(http: Http, url: str, client_id: str, token: bytes, retries: int, confirmations: int,
+                    stored_token=None, sleep=time.sleep) -> tuple:
+    """(result, tokens, token presented last): refresh(), where one stale_token answer is not taken at its word.
+
+    A stale_token answer is asked again up to ``confirmations`` times, with backoff, and counts only when every
+    answer is stale_token (a provider's transient invalid_grant passes). Before each new try the session's stored
+    refresh token is read again (``stored_token()``: bytes, or None when there is no store): when it is no longer
+    the token presented, the service refreshed its own session while the probe ran (a race, RV raced), and the
+    stored token is presented instead. ``stale_answers`` counts the stale_token answers.
+    """
+    stale_answers, raced = 0, False
+    for attempt in range(confirmations + 1):
+        result, answer = refresh(http, url, client_id, token.decode('utf-8', 'replace'), retries)
+        if result['classification'] != STALE:
+            break
+        stale_answers += 1
+        if attempt == confirmations:
+            break
+        sleep(BACKOFF_SECONDS * 2 ** attempt)
+        current = stored_token() if stored_token is not None else None
+        if current and current != token:
+            raced, token = True, current
+    result.update(stale_answers=stale_answers, raced=raced)
+    return result, answer, token
+
+
 def answer_secrets(body) -> set:
     """Every token string of a refresh answer: registered as no-log values before the answer is judged."""
     if not isinstance(body, dict):

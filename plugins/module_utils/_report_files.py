@@ -14,7 +14,7 @@ import os
 import stat
 import tempfile
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import fsync_directory
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import fsync_directory, real_directory_stat
 
 
 class ReportError(Exception):
@@ -87,8 +87,46 @@ def _write_whole(path: str, data: bytes, mode: int) -> None:
         raise
 
 
-def write_report(directory: str, files: dict, mode: int, directory_mode: int, check_mode: bool = False) -> dict:
+def check_latest(directory: str, name: str) -> str:
+    """The path of the link ``name`` beside ``directory``; ReportError when it cannot be one, or its parent is a link."""
+    if not name or name in ('.', '..') or '/' in name or '\0' in name:
+        raise ReportError(f'latest: {name!r} is not a plain file name; give a name such as latest')
+    parent = os.path.dirname(directory.rstrip('/') or '/')
+    real_directory_stat(parent, 'the parent of path', 'choose another path', ReportError)
+    link = os.path.join(parent, name)
+    if os.path.lexists(link) and not os.path.islink(link):
+        raise ReportError(f'latest: {link} exists and is not a symbolic link; remove it or choose another name')
+    return link
+
+
+def point_latest(directory: str, name: str) -> str:
+    """Make ``name`` beside ``directory`` a symbolic link to it (relative), replaced whole; its path.
+
+    Runs that share a parent each write their own directory; the link names the one written last, so a reader
+    that wants "the last run" finds it without any run's files being overwritten.
+    """
+    directory = directory.rstrip('/') or '/'
+    parent, link = os.path.dirname(directory), check_latest(directory, name)
+    temporary = os.path.join(parent, f'.{name}.{os.getpid()}.{os.urandom(4).hex()}')
+    try:
+        os.symlink(os.path.basename(directory), temporary)
+        os.replace(temporary, link)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise ReportError(f'cannot point {link} at {directory} ({exc.strerror}); fix the permissions of {parent}') from None
+    fsync_directory(parent)
+    return link
+
+
+def write_report(directory: str, files: dict, mode: int, directory_mode: int, check_mode: bool = False,
+                 latest: str | None = None) -> dict:
     """Write each of ``files`` (name -> text, or a dict or list: as_text) into ``directory``, made with ``directory_mode`` when missing.
+
+    A ``directory`` that is a symbolic link is refused (ReportError) before anything is written. With ``latest``,
+    that name beside ``directory`` is then pointed at it (point_latest).
 
     A file that already holds the same text with ``mode`` is left as it is. Each file is
     replaced whole (a reader sees the old report or the new one, never half of one) and is
@@ -96,9 +134,12 @@ def write_report(directory: str, files: dict, mode: int, directory_mode: int, ch
     Returns ``{'changed', 'written': [paths], 'unchanged': [paths], 'created_directory'}``.
     """
     check_names(files)
-    if os.path.lexists(directory) and not os.path.isdir(directory):
+    link = None if latest is None else check_latest(directory, latest)
+    named = directory.rstrip('/') or '/'
+    if os.path.lexists(named) and not os.path.islink(named) and not os.path.isdir(named):
         raise ReportError(f'path {directory} exists and is not a directory; remove it or choose another path')
-    created = not os.path.isdir(directory)
+    # a link would put the report (and replace files) where it points, not where the user named: refused
+    created = not os.path.lexists(named) or real_directory_stat(named, 'path', 'choose another path', ReportError) is None
     written, unchanged = [], []
     encoded = [(os.path.join(directory, name), as_text(name, content).encode('utf-8'))
                for name, content in sorted(files.items())]
@@ -123,5 +164,7 @@ def write_report(directory: str, files: dict, mode: int, directory_mode: int, ch
                               'free space, fix the permissions of its directory or choose another path') from None
     if written and not check_mode:
         fsync_directory(directory)
+    if latest is not None and not check_mode:
+        point_latest(directory, latest)
     return {'changed': bool(written) or created, 'written': written, 'unchanged': unchanged,
-            'created_directory': created}
+            'created_directory': created, 'latest': link}

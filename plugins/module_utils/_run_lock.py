@@ -15,8 +15,13 @@ which it expires, so that the lock of a run that crashed frees itself. Three pla
   over and renewed by a replace guarded by its resourceVersion, deleted with that
   resourceVersion as precondition.
 
-``acquire`` and ``release`` hold the decisions; the backends only read, create, replace
-and delete. Private helper of the inferops.vllm_dr collection; not a public API.
+A run renews its lock before each of its changes (``hold``): the renewal is also the check that it still holds
+it, so a run whose lock expired or was taken by force stops before its next change. The moment of the last renewal
+tells a run still working from a dead one: ``vllm_dr_force_unlock`` takes only a lock not renewed for
+``stale_after`` seconds, unless the operator names its holder.
+
+``acquire``, ``hold`` and ``release`` hold the decisions; the backends only read, create, replace and delete.
+Private helper of the inferops.vllm_dr collection; not a public API.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import base64
 import datetime
 import json
 import os
+import re
 import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, server_words
@@ -43,6 +49,7 @@ except ImportError:
 REDIS_KEY_PREFIX = 'vllm_dr:lock:'
 ETCD_KEY_PREFIX = 'vllm_dr/lock/'
 FORCE_OPTION = 'vllm_dr_force_unlock=true'
+FORCE_HOLDER_OPTION = 'vllm_dr_force_unlock_holder'
 
 
 class LockHeld(StoreError):
@@ -53,14 +60,23 @@ class LockHeld(StoreError):
         super().__init__(refusal(where, holder, now), refused=True)
 
 
-class Holder:
-    """Who holds a lock, since when, until when (epoch seconds), and the backend's version of it."""
+class LockLost(StoreError):
+    """This run no longer holds its lock (expired, or taken by another run): it must not change anything more."""
 
-    def __init__(self, owner: str, acquired_at: float, expires_at: float, version=None):
+
+class Holder:
+    """Who holds a lock, since when, last renewed when, until when (epoch seconds), and the backend's version of it."""
+
+    def __init__(self, owner: str, acquired_at: float, expires_at: float, version=None, renewed_at=None):
         self.owner, self.acquired_at, self.expires_at, self.version = owner, acquired_at, expires_at, version
+        self.renewed_at = acquired_at if renewed_at is None else renewed_at
 
     def expired(self, now: float) -> bool:
         return self.expires_at <= now
+
+    def renewing(self, now: float, stale_after: int) -> bool:
+        """Whether its run still renews it: renewed less than ``stale_after`` seconds ago."""
+        return now - self.renewed_at < stale_after
 
     def as_dict(self) -> dict:
         return {'owner': self.owner, 'acquired_at': iso(self.acquired_at), 'expires_at': iso(self.expires_at)}
@@ -77,18 +93,46 @@ def refusal(where: str, holder: Holder, now: float) -> str:
             f'that run is dead, wait until the lock expires or re-run with {FORCE_OPTION}')
 
 
+def live_refusal(where: str, holder: Holder, now: float, stale_after: int) -> str:
+    ago = max(0, int(now - holder.renewed_at))
+    return (f'{where} is held by {holder.owner}, which renewed it {ago} s ago (taken {iso(holder.acquired_at)}): that '
+            f'run is still working, so {FORCE_OPTION} does not take its lock (a holder counts as dead once it has not '
+            f'renewed for {stale_after} s); wait for it to end, or, to stop it before its next change, re-run with '
+            f'{FORCE_OPTION} and {FORCE_HOLDER_OPTION}="{holder.owner}"')
+
+
+def lost(where: str, owner: str, current, before: str, now: float) -> str:
+    if current is None:
+        why = 'it expired (no renewal within its duration) and nobody holds it now'
+    else:
+        why = f'{current.owner} took it at {iso(current.acquired_at)}'
+    step = f' ({before})' if before else ''
+    return (f'{where} is no longer held by this run ({owner}): {why}; stopped before the next change{step} so that two '
+            'runs never change the target at once; check what the other run did, then re-run')
+
+
 def check_duration(duration: int) -> None:
     if not 1 <= duration <= 86400:
         raise StoreError(f'duration {duration} is out of range; give the seconds the lock lasts without renewal, '
                          '1 to 86400, longer than the whole run (default 1800)')
 
 
-def acquire(backend, owner: str, duration: int, now: float, force: bool = False, check_mode: bool = False) -> dict:
+def _forcible(backend, current: Holder, now: float, stale_after: int, force_holder: str) -> None:
+    """Refuse to force the lock of a run that still renews it, unless the operator named that run."""
+    if current.renewing(now, stale_after) and force_holder != current.owner:
+        raise StoreError(live_refusal(backend.where, current, now, stale_after), refused=True)
+
+
+def acquire(backend, owner: str, duration: int, now: float, force: bool = False, check_mode: bool = False,
+            stale_after: int = 600, force_holder: str = '') -> dict:
     """Take the lock for ``owner``, renew it when ``owner`` holds it already, or refuse with LockHeld.
 
-    An expired lock is taken over; with ``force``, a lock another run holds is too (its holder is returned).
-    Each change is conditional on the version read, so two runs can never both take one lock.
+    An expired lock is taken over; with ``force``, a lock another run holds is too (its holder is returned) when
+    that run stopped renewing it, or when ``force_holder`` names it. The backend is first checked to be able to
+    give the lock back (``can_release``), so no lock is taken that could not be released. Each change is
+    conditional on the version read, so two runs can never both take one lock.
     """
+    backend.can_release()
     current = backend.read()
     try:
         if current is None:
@@ -101,6 +145,8 @@ def acquire(backend, owner: str, duration: int, now: float, force: bool = False,
             return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
         if not (force or current.expired(now)):
             raise LockHeld(backend.where, current, now)
+        if not current.expired(now):
+            _forcible(backend, current, now, stale_after, force_holder)
         if not check_mode:
             backend.replace(current, owner, duration, now, now)
         return _outcome('taken_over', current, backend, owner, now, duration)
@@ -117,28 +163,52 @@ def _outcome(action, previous, backend, owner, now, duration, since=None) -> dic
             'previous_holder': previous.as_dict() if previous else None}
 
 
-def release(backend, owner: str, now: float, force: bool = False, check_mode: bool = False) -> dict:
-    """Remove the lock if ``owner`` holds it (or anyone, with ``force``); a lock another run holds is left alone."""
+def hold(backend, owner: str, duration: int, now: float, before: str = '', check_mode: bool = False) -> dict:
+    """Renew the lock ``owner`` holds, before a change; LockLost when it no longer does (expired, or taken)."""
+    current = backend.read()
+    if current is None or current.owner != owner:
+        raise LockLost(lost(backend.where, owner, current, before, now), refused=True)
+    if not check_mode:
+        try:
+            backend.replace(current, owner, duration, now, current.acquired_at)
+        except (LockHeld, StoreError):
+            # it changed between the read and the renewal: expired, or taken by another run meanwhile
+            newer = backend.read()
+            if newer is not None and newer.owner == owner:
+                raise
+            raise LockLost(lost(backend.where, owner, newer, before, now), refused=True) from None
+    return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
+
+
+def release(backend, owner: str, now: float, force: bool = False, check_mode: bool = False,
+            stale_after: int = 600, force_holder: str = '') -> dict:
+    """Remove the lock if ``owner`` holds it (or another run's, with ``force``, as ``acquire`` forces it);
+    a lock another run holds is left alone."""
     current = backend.read()
     if current is None:
         return {'action': 'absent', 'lock': backend.where, 'holder': None, 'previous_holder': None}
     if current.owner != owner and not force:
         return {'action': 'held_by_other', 'lock': backend.where, 'holder': current.as_dict(), 'previous_holder': None}
+    if current.owner != owner and not current.expired(now):
+        _forcible(backend, current, now, stale_after, force_holder)
     if not check_mode:
         backend.delete(current)
     return {'action': 'released', 'lock': backend.where, 'holder': None, 'previous_holder': current.as_dict()}
 
 
-def _record(owner: str, acquired_at: float) -> bytes:
-    return json.dumps({'holder': owner, 'acquired_at': acquired_at}, sort_keys=True).encode()
+def _record(owner: str, acquired_at: float, renewed_at: float) -> bytes:
+    return json.dumps({'holder': owner, 'acquired_at': acquired_at, 'renewed_at': renewed_at}, sort_keys=True).encode()
 
 
 def _parse_record(raw: bytes, where: str):
-    """(owner, acquired_at) of a stored lock value; a value no run lock wrote is refused, not overwritten."""
+    """(owner, acquired_at, renewed_at) of a stored lock value; a value no run lock wrote is refused, not overwritten.
+
+    A value written before the renewal time was recorded counts as renewed when it was taken."""
     try:
         document = json.loads(raw)
-        return str(document['holder']), float(document['acquired_at'])
-    except (ValueError, TypeError, KeyError):
+        acquired_at = float(document['acquired_at'])
+        return str(document['holder']), acquired_at, float(document.get('renewed_at', acquired_at))
+    except (ValueError, TypeError, KeyError, AttributeError):
         raise StoreError(f'{where} holds a value that is not a run lock; check the lock name, '
                          'or delete that key if nothing else uses it') from None
 
@@ -192,23 +262,53 @@ class RedisLock:
         raw, ttl_ms = self._guarded(get)
         if raw is None or ttl_ms == -2:  # -2: it expired between the two reads
             return None
-        owner, acquired_at = _parse_record(raw, self.where)
+        owner, acquired_at, renewed_at = _parse_record(raw, self.where)
         expires_at = current_time() + ttl_ms / 1000.0 if ttl_ms >= 0 else float('inf')
-        return Holder(owner, acquired_at, expires_at, version=raw)
+        return Holder(owner, acquired_at, expires_at, version=raw, renewed_at=renewed_at)
+
+    def can_release(self) -> None:
+        """Run the compare-and-set script once, with a value no lock holds (it changes nothing): a server where
+        EVALSHA or SCRIPT is renamed away (rename-command) or denied (ACL) is refused before the lock is taken with
+        SET NX, since that lock could then be neither renewed, released nor forced."""
+        import redis  # pylint: disable=import-outside-toplevel  # present: the store was opened with it
+        try:
+            _COMPARE_AND_SET.call(self.client, [self.key], [b'\0not a lock value', '', 0])
+        except redis.ResponseError as exc:
+            denied = isinstance(exc, redis.exceptions.NoPermissionError)
+            raise StoreError(script_refusal(self.where, str(exc), denied), refused=True) from None
+        except redis.RedisError as exc:
+            raise StoreError(self._describe(exc)) from None
 
     def create(self, owner: str, duration: int, now: float) -> None:
-        if not self._guarded(lambda: self.client.set(self.key, _record(owner, now), nx=True, px=duration * 1000)):
+        record = _record(owner, now, now)
+        if not self._guarded(lambda: self.client.set(self.key, record, nx=True, px=duration * 1000)):
             raise _lost_race(self, now)
 
     def replace(self, current: Holder, owner: str, duration: int, now: float, acquired_at: float) -> None:
         done = self._guarded(lambda: _COMPARE_AND_SET.call(
-            self.client, [self.key], [current.version, _record(owner, acquired_at), duration * 1000]))
+            self.client, [self.key], [current.version, _record(owner, acquired_at, now), duration * 1000]))
         if not done:
             raise _lost_race(self, now)
 
     def delete(self, current: Holder) -> None:
         # 0: it changed meanwhile (expired, taken over): no longer this run's to delete
         self._guarded(lambda: _COMPARE_AND_SET.call(self.client, [self.key], [current.version, '', 0]))
+
+
+def script_refusal(where: str, text: str, denied: bool) -> str:
+    """One line for a server that cannot run the lock's compare-and-set script: the command it refused, the fix."""
+    words = server_words(text)
+    command = re.search(r"(?:unknown command|permissions to run the)\s+[`'\"]?([A-Za-z|]+)", text)
+    name = command.group(1).upper() if command else 'EVALSHA'
+    if denied:
+        fix = ('grant it to the store user (ACL SETUSER <user> +evalsha +script|load), or give login_user a user '
+               'that has it')
+    else:
+        fix = (f'remove the rename-command line for {name} from the Redis configuration (EVALSHA and SCRIPT must '
+               'both keep their names) and restart Redis')
+    return (f'{where} cannot be taken: the Redis server refused {name} ({words}); the lock is renewed, released and '
+            f'forced only through EVALSHA and SCRIPT LOAD, so it is not taken with SET NX alone and nothing was '
+            f'changed; {fix}, then re-run')
 
 
 def current_time() -> float:
@@ -233,13 +333,17 @@ class EtcdLock:
         kvs = self.call('/kv/range', {'key': _b64(self.key)}).get('kvs', [])
         if not kvs:
             return None
-        owner, acquired_at = _parse_record(base64.b64decode(kvs[0].get('value', '')), self.where)
+        owner, acquired_at, renewed_at = _parse_record(base64.b64decode(kvs[0].get('value', '')), self.where)
         lease = int(kvs[0].get('lease', 0))
         expires_at = float('inf')
         if lease:
             ttl = int(self.call('/lease/timetolive', {'ID': lease}).get('TTL', -1))
             expires_at = current_time() + max(ttl, 0)
-        return Holder(owner, acquired_at, expires_at, version=(int(kvs[0]['mod_revision']), lease))
+        return Holder(owner, acquired_at, expires_at, version=(int(kvs[0]['mod_revision']), lease),
+                      renewed_at=renewed_at)
+
+    def can_release(self) -> None:
+        """Every etcd call the lock takes also gives it back (a transaction, a lease): nothing more to check."""
 
     def _grant(self, duration: int) -> int:
         return int(self.call('/lease/grant', {'TTL': duration})['ID'])
@@ -253,7 +357,7 @@ class EtcdLock:
 
     def _put_if(self, compare: dict, owner: str, acquired_at: float, duration: int, now: float) -> None:
         lease = self._grant(duration)
-        put = {'request_put': {'key': _b64(self.key), 'value': _b64(_record(owner, acquired_at)), 'lease': lease}}
+        put = {'request_put': {'key': _b64(self.key), 'value': _b64(_record(owner, acquired_at, now)), 'lease': lease}}
         reply = self.call('/kv/txn', {'compare': [dict(compare, key=_b64(self.key))], 'success': [put]})
         if not reply.get('succeeded'):
             self._revoke(lease)
@@ -362,7 +466,10 @@ class LeaseLock:
         acquired = spec.acquire_time.timestamp() if spec.acquire_time else 0.0
         renewed = spec.renew_time.timestamp() if spec.renew_time else acquired
         return Holder(spec.holder_identity, acquired, renewed + (spec.lease_duration_seconds or 0),
-                      version=(lease.metadata.resource_version, spec.lease_transitions or 0))
+                      version=(lease.metadata.resource_version, spec.lease_transitions or 0), renewed_at=renewed)
+
+    def can_release(self) -> None:
+        """A Lease is deleted by the same API as it is created; the permission precheck asked for both."""
 
     def _failed(self, verb: str, exc) -> str:
         return (f'the API server failed to {verb} Lease {self.name} in namespace {self.namespace} '
@@ -403,6 +510,9 @@ class LeaseLock:
 def open_lock(params: dict):
     """(the lock named by the module's options, the store to close afterwards or None)."""
     check_duration(params['duration'])
+    if params.get('stale_after', 1) < 1:
+        raise StoreError(f"stale_after {params['stale_after']} is out of range; give the seconds without renewal after "
+                         'which a holder counts as dead, more than the longest step of a run (default 600)')
     if params['lock'] == 'lease':
         if not params['namespace']:
             raise StoreError('lock=lease needs namespace, the namespace of the workload the lock guards')
@@ -410,5 +520,7 @@ def open_lock(params: dict):
     from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store  # pylint: disable=import-outside-toplevel
     store = open_store(params)
     if store.backend == 'etcd':
-        return EtcdLock(store.call, params['name']), store
+        # a refusal names the lock's prefix and what the lock needs there, not the sessions' prefix
+        return EtcdLock(lambda path, payload: store.call(path, payload, prefix=ETCD_KEY_PREFIX, need='readwrite'),
+                        params['name']), store
     return RedisLock(store.lock_client(), params['name'], store.describe), store

@@ -16,7 +16,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 
@@ -345,18 +347,29 @@ class TokenCache:
                 'nothing was removed: check path, or remove the file yourself if it is the cache'
             )
 
-    def restore(self, restore_from: str, backup: bool, backup_dir: str | None, check_mode: bool) -> dict:
-        """Put a backup taken by prune/purge back in place; the current files are backed up first."""
+    def restore(self, restore_from: str, backup: bool, backup_dir: str | None, check_mode: bool,
+                merge: bool = True) -> dict:
+        """Put a backup taken by prune/purge back; the current files are backed up first.
+
+        With ``merge`` and a cache that holds rows now (written since the run), the backup's rows missing from it are
+        put back into it and every row and file written since is kept (merged()); a cache that cannot be merged is
+        refused, naming the rows replacing it would lose. Without ``merge``, or with no rows now, the files are
+        replaced.
+        """
         self._check_path()
         sources = _backup_set(restore_from, self.path)
         wanted = {target: source for target, source in sources.items() if source is not None}
         current = existing_files(self.path)
-        result = {'restored_files': [], 'removed_files': [], 'backup_files': [], 'warnings': []}
+        result = {'restored_files': [], 'removed_files': [], 'backup_files': [], 'warnings': [], 'restored_rows': 0,
+                  'kept_rows': 0}
         identical = set(current) == set(wanted) and all(
             file_digest(target) == file_digest(source) for target, source in wanted.items()
         )
         if identical:
             return result
+        kept = self._rows_now() if current else 0
+        if merge and kept:
+            return self._merge(wanted, kept, backup, backup_dir, check_mode, result)
         result['restored_files'] = sorted(wanted)
         result['removed_files'] = sorted(set(current) - set(wanted))
         if not _looks_like_sqlite(restore_from):
@@ -376,6 +389,93 @@ class TokenCache:
             raise TokenCacheError(str(exc)) from None
         fsync_directory(os.path.dirname(os.path.abspath(self.path)))
         return result
+
+    def _rows_now(self) -> int:
+        """Rows the token table holds now (0 when there is no such table); -1 when the file cannot be read as
+        a token cache: it may hold what the service wrote since, in a form no merge reads."""
+        try:
+            conn = self._connect(readonly=True)
+            try:
+                if self.table not in self._tables(conn):
+                    return 0
+                return conn.execute(f'SELECT COUNT(*) FROM {quote_identifier(self.table)}').fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            if _is_lock_error(exc):
+                raise self._locked_error(exc) from None
+            return -1
+        except sqlite3.DatabaseError:
+            return -1
+
+    def _key_columns(self, conn: sqlite3.Connection, schema: str) -> tuple:
+        """(columns, primary key columns) of the token table in ``schema`` (main or the attached backup)."""
+        rows = conn.execute(f'PRAGMA {schema}.table_info({quote_identifier(self.table)})').fetchall()
+        columns = [row[1] for row in rows]
+        return columns, [row[1] for row in sorted(rows, key=lambda row: row[5]) if row[5]]
+
+    def _merge(self, wanted: dict, kept: int, backup: bool, backup_dir: str | None, check_mode: bool,
+               result: dict) -> dict:
+        """Put the backup's rows that the cache lacks now back into it, keeping every row written since."""
+        refused = (f'token cache {self.path} holds {kept if kept > 0 else "unreadable"} rows written since the run')
+        staging = tempfile.mkdtemp(prefix='vllm_dr_merge_')
+        try:
+            # the backup set read under the names SQLite looks for (its -wal beside its main file)
+            copy = os.path.join(staging, 'backup.db')
+            for target, source in wanted.items():
+                copy_private(source, copy + target[len(self.path):])
+            if kept < 0:
+                raise TokenCacheError(f'{refused} in a form no merge reads; replacing the file would lose them: '
+                                      'give merge=false to replace it anyway (it is backed up first)')
+            conn = self._connect(readonly=check_mode)
+            try:
+                conn.execute('ATTACH DATABASE ? AS run', (f'file:{urllib.parse.quote(copy)}?mode=ro',))
+                result.update(self._merge_rows(conn, refused, check_mode, backup, backup_dir))
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            if _is_lock_error(exc):
+                raise self._locked_error(exc) from None
+            raise TokenCacheError(f'the backup of token cache {self.path} cannot be merged into it ({exc}); '
+                                  'give merge=false to replace the cache (it is backed up first)') from None
+        except BackupError as exc:
+            raise TokenCacheError(str(exc)) from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        result['kept_rows'] = kept
+        return result
+
+    def _merge_rows(self, conn: sqlite3.Connection, refused: str, check_mode: bool, backup: bool,
+                    backup_dir: str | None) -> dict:
+        table = quote_identifier(self.table)
+        columns, keys = self._key_columns(conn, 'main')
+        if self.table not in [row[0] for row in conn.execute("SELECT name FROM run.sqlite_master WHERE type = 'table'")]:
+            raise TokenCacheError(f'the backup holds no table {self.table!r}: nothing to merge into {self.path}; '
+                                  'check restore_from and table')
+        backup_columns, backup_keys = self._key_columns(conn, 'run')
+        if not keys or (columns, keys) != (backup_columns, backup_keys):
+            why = 'has no primary key' if not keys else 'has other columns or keys than the backup\'s'
+            raise TokenCacheError(f'{refused} and its table {self.table!r} {why}, so the backup\'s rows cannot be '
+                                  'merged into it; replacing the file would lose them: give merge=false to replace '
+                                  'it anyway (it is backed up first)')
+        names = ', '.join(quote_identifier(column) for column in columns)
+        missing = ' AND '.join(f'present.{quote_identifier(key)} IS removed.{quote_identifier(key)}' for key in keys)
+        select_missing = (f'SELECT {", ".join("removed." + quote_identifier(c) for c in columns)} FROM run.{table} AS removed '
+                          f'WHERE NOT EXISTS (SELECT 1 FROM main.{table} AS present WHERE {missing})')
+        if check_mode:
+            return {'restored_rows': conn.execute(f'SELECT COUNT(*) FROM ({select_missing})').fetchone()[0]}
+        written = {'backup_files': []}
+        if backup:
+            written['backup_files'] = self._backup_unchanged(backup_dir)
+        self._begin_immediate(conn)
+        try:
+            cursor = conn.execute(f'INSERT INTO main.{table} ({names}) {select_missing}')
+            conn.execute('COMMIT')
+        except BaseException:
+            conn.execute('ROLLBACK')
+            raise
+        written['restored_rows'] = cursor.rowcount
+        return written
 
 
 def _byte_write_locked(path: str, offset: int) -> bool:
@@ -468,12 +568,14 @@ def _diff_state(files: list, rows, expired_rows) -> dict:
 
 
 def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | None = None, backup: bool = True,
-           backup_dir: str | None = None, restore_from: str | None = None, check_mode: bool = False) -> dict:
+           backup_dir: str | None = None, restore_from: str | None = None, check_mode: bool = False,
+           merge: bool = True) -> dict:
     """Bring the cache to ``state``; the result holds what was found, what was done, warnings and a diff."""
     if backup and state != 'inspected':
         check_backup_dir(backup_dir or os.path.dirname(os.path.abspath(cache.path)))
     found = cache.inspect(cutoff, restored_at)
-    result = dict(found, removed_rows=0, removed_files=[], restored_files=[], backup_files=[], warnings=[])
+    result = dict(found, removed_rows=0, removed_files=[], restored_files=[], backup_files=[], warnings=[], restored_rows=0,
+                  kept_rows=0)
     before = _diff_state(found['files'], found['rows'], found['expired_rows'])
     after = dict(before)
     if state == 'pruned':
@@ -485,10 +587,13 @@ def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | No
         result.update(cache.purge(found, backup, backup_dir, check_mode))
         after = _diff_state([], None, None)
     elif state == 'restored':
-        result.update(cache.restore(restore_from, backup, backup_dir, check_mode))
+        result.update(cache.restore(restore_from, backup, backup_dir, check_mode, merge))
         if result['restored_files']:
             after = _diff_state(result['restored_files'], None, None)
-    result['changed'] = bool(result['removed_rows'] or result['removed_files'] or result['restored_files'])
+        elif result['restored_rows'] and found['rows'] is not None:
+            after.update(rows=found['rows'] + result['restored_rows'])
+    result['changed'] = bool(result['removed_rows'] or result['removed_files'] or result['restored_files']
+                             or result.get('restored_rows'))
     result['diff'] = {'before': before, 'after': after}
     return result
 

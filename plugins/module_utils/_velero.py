@@ -295,3 +295,15 @@ def restore_purge(deployment, cache_path: str) -> list:
         if init.get('name') == PURGE_CONTAINER or posixpath.basename(cache_path) in words:
             found.append('init container %s' % init.get('name'))
     return found
+
+
+# Velero's terminal phases of a Restore
+FINISHED_RESTORE_PHASES = ('Completed', 'PartiallyFailed', 'Failed')
+
+
+def restored_at(restores) -> str:
+    """When the workload was last restored: the latest completionTimestamp of the Restores that finished (a terminal
+    phase), '' when none did. RFC 3339 times in UTC, as the API server writes them, sort as strings."""
+    times = [(restore.get('status') or {}).get('completionTimestamp') for restore in restores or []
+             if (restore.get('status') or {}).get('phase') in FINISHED_RESTORE_PHASES]
+    return max((time for time in times if time), default='')

@@ -76,9 +76,19 @@ options:
   retries:
     description:
       - Retries after a connection failure or a 5xx answer, with backoff (0.5 s, 1 s, 2 s, ...). 4xx answers are
-        never retried.
+        never retried (but see O(confirm_stale)).
     type: int
     default: 3
+  confirm_stale:
+    description:
+      - Ask again, up to this many times with backoff (0.5 s, 1 s, 2 s, ...), after a V(stale_token) answer before
+        reporting it, so that a provider's single transient C(invalid_grant) passes (RV(stale_answers)).
+      - With O(session_id), the session's refresh token is read from the store again before each new try; when
+        the service changed it meanwhile (it refreshed its own session while the probe ran, RV(raced)), the new
+        token is presented.
+      - V(0) takes the first answer, as before.
+    type: int
+    default: 0
   http_validate_certs:
     description:
       - Verify the TLS certificate and host name of the endpoints (O(url), O(health_url)). Turn off only for a
@@ -180,6 +190,18 @@ written_back:
   type: str
   returned: always
   sample: written
+stale_answers:
+  description: How many V(stale_token) answers the probe got (at most 1 + O(confirm_stale)).
+  type: int
+  returned: always
+  sample: 0
+raced:
+  description: >-
+    Whether the session's stored refresh token changed while the probe ran (the service refreshed its own
+    session), so that the probe presented the new one.
+  type: bool
+  returned: always
+  sample: false
 health_status:
   description: HTTP status of O(health_url); V(null) without it or when no answer came.
   type: int
@@ -197,7 +219,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._http_options import (
     HttpOptionError, check_file, check_headers, check_http_url, check_timeout)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
-    HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, refresh)
+    HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, settled_refresh)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
     SESSION_STORE_RULES, open_store, session_store_argument_spec)
@@ -213,6 +235,7 @@ def argument_spec() -> dict:
         write_back=dict(type='bool'),
         health_url=dict(type='str'),
         retries=dict(type='int', default=3),
+        confirm_stale=dict(type='int', default=0),
         http_validate_certs=dict(type='bool', default=True),
         http_ca_path=dict(type='path'),
         http_client_cert=dict(type='path'),
@@ -250,6 +273,18 @@ def read_token(module: AnsibleModule):
     return store, token
 
 
+def stored_token(module: AnsibleModule, store):
+    """A reader of the probe session's refresh token as it is stored now (masked at once), or None without a store."""
+    if store is None:
+        return None
+
+    def read():
+        fields = store.get_session(module.params['session_id']) or {}
+        hide(module, [value for name, value in fields.items() if name.endswith(b'_token')])
+        return fields.get(b'refresh_token')
+    return read
+
+
 def checked_http(params: dict) -> Http:
     """The HTTP client, once every option it uses is known to be usable (nothing was called yet)."""
     check_http_url(params['url'], 'url')
@@ -257,6 +292,8 @@ def checked_http(params: dict) -> Http:
         check_http_url(params['health_url'], 'health_url')
     if params['retries'] < 0:
         raise HttpOptionError('retries cannot be negative; give 0 to try once')
+    if not 0 <= params['confirm_stale'] <= 10:
+        raise HttpOptionError(f'confirm_stale {params["confirm_stale"]} is out of range; give 0 to 10 more tries')
     return Http(check_timeout(params['timeout']), params['http_validate_certs'],
                 check_file(params['http_ca_path'], 'http_ca_path', 'the CA bundle that signed the endpoint\'s certificate'),
                 check_file(params['http_client_cert'], 'http_client_cert', 'the client certificate'),
@@ -278,7 +315,8 @@ def run(module: AnsibleModule) -> dict:
         raise StoreError('write_back needs session_id: without a session there is nowhere to store the rotated token')
     http = checked_http(params)
     result = {'status': None, 'classification': 'skipped', 'error': None, 'error_description': None, 'attempts': 0,
-              'elapsed_ms': 0, 'rotated': False, 'written_back': None, 'health_status': None,
+              'elapsed_ms': 0, 'rotated': False, 'written_back': None, 'health_status': None, 'stale_answers': 0,
+              'raced': False,
               'refresh_skipped': module.check_mode}
     store = None
     try:
@@ -289,8 +327,8 @@ def run(module: AnsibleModule) -> dict:
             if not token:
                 raise StoreError('give session_id (preferred) or refresh_token')
         if not module.check_mode:
-            outcome, answer = refresh(http, params['url'], params['client_id'], token.decode('utf-8', 'replace'),
-                                      params['retries'])
+            outcome, answer, token = settled_refresh(http, params['url'], params['client_id'], token, params['retries'],
+                                                     params['confirm_stale'], stored_token(module, store))
             result.update(outcome)
             if answer is not None:
                 hide(module, answer_secrets(answer))

@@ -17,6 +17,8 @@ description:
   - Each file is written beside its final name, made durable and renamed over it, so a reader (a CI stage, a job
     template's artifact collection) sees the previous report or the new one, never a part of one.
   - A file that already holds the same text with O(mode) is left as it is.
+  - A O(path) that is a symbolic link is refused before anything is written, as the backups' directory is, so
+    that the report never replaces files where the link points.
   - The text is written as given; the report's content comes from the collection's filters and templates, which
     keep secrets out of it.
 author:
@@ -54,6 +56,13 @@ options:
       - The permissions of O(path) when this module makes it, as an octal string. An existing directory keeps its own.
     type: str
     default: "0700"
+  latest:
+    description:
+      - When given, a symbolic link of this name beside O(path) (in its parent directory) is pointed at O(path) once
+        the files are written, replaced whole. Runs that share a parent directory each write their own O(path);
+        the link names the one written last.
+      - A parent directory that is a symbolic link is refused, as O(path) is.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -84,6 +93,11 @@ created_directory:
   returned: always
   type: bool
   sample: false
+latest:
+  description: The link pointed at O(path) (in check mode, that would be), V(null) without O(latest).
+  returned: always
+  type: str
+  sample: /var/lib/vllm_dr/reports/latest
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -98,13 +112,15 @@ def main() -> None:
             files=dict(type='dict', required=True),
             mode=dict(type='str', default='0640'),
             directory_mode=dict(type='str', default='0700'),
+            latest=dict(type='str'),
         ),
         supports_check_mode=True,
     )
     params = module.params
     try:
         result = write_report(params['path'], params['files'], parse_mode(params['mode'], 'mode'),
-                              parse_mode(params['directory_mode'], 'directory_mode'), check_mode=module.check_mode)
+                              parse_mode(params['directory_mode'], 'directory_mode'), check_mode=module.check_mode,
+                              latest=params['latest'])
     except ReportError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -20,14 +20,21 @@ description:
     C(SET NX PX); renewed, taken over and deleted by a compare-and-set script, so only the value read is ever
     replaced. In etcd it is the key C(vllm_dr/lock/<name>), bound to an etcd lease of O(duration) seconds and
     created by a transaction that requires it to be absent. The store user needs write access to that key
-    (Redis ACL C(+set +get +pttl +evalsha +script|load +unlink); etcd C(readwrite) on C(vllm_dr/lock/)).
+    (Redis ACL C(+set +get +pttl +evalsha +script|load +unlink); etcd C(readwrite) on C(vllm_dr/lock/)). In Redis
+    the compare-and-set script is run once (changing nothing) before the lock is taken; a server where C(EVALSHA)
+    or C(SCRIPT) is renamed away (C(rename-command)) or denied is refused in one line naming the command, since a
+    lock taken with C(SET NX) alone could be neither renewed, released nor forced.
   - With O(lock=lease) the lock is a C(coordination.k8s.io/v1) Lease named O(name) in O(namespace); its
     C(holderIdentity) is O(owner). It is created (a conflict means another run holds it), renewed and taken over
     by a replace guarded by its C(resourceVersion), and deleted with that C(resourceVersion) as precondition. The
     identity needs C(get), C(create), C(update) and C(delete) on C(leases) in the namespace.
   - A lock another run holds is refused with one line naming its holder, when it was taken and when it expires.
     An expired lock is taken over. O(force=true) takes over, or with O(state=released) removes, a lock another
-    run holds; it is meant for a human who knows that run is dead.
+    run holds when that run stopped renewing it (not renewed for O(stale_after) seconds, it is dead); the lock of a
+    run still renewing it is forced only when O(force_holder) names that run.
+  - O(state=held) is the check a run makes before each of its changes; it renews the lock (a new lifetime of
+    O(duration), and a new renewal time) when O(owner) still holds it, and fails with one line when it does not
+    (the lock expired, or another run took it), so that the run stops before that change.
 author:
   - inferops SRE (@inferops)
 extends_documentation_fragment:
@@ -47,10 +54,11 @@ options:
   state:
     description:
       - V(acquired) takes the lock, or renews it when O(owner) holds it already (a new lifetime of O(duration)).
+      - V(held) renews the lock when O(owner) holds it, and fails when it no longer does (expired or taken over).
       - V(released) deletes the lock when O(owner) holds it; a lock another run holds is left alone (with a
         warning) unless O(force=true).
     type: str
-    choices: [acquired, released]
+    choices: [acquired, held, released]
     default: acquired
   lock:
     description:
@@ -90,10 +98,28 @@ options:
     default: 1800
   force:
     description:
-      - Take over (O(state=acquired)) or remove (O(state=released)) a lock another run holds. The run holding it
-        is not stopped; use only when it is known to be dead.
+      - Take over (O(state=acquired)) or remove (O(state=released)) a lock another run holds, when that run has not
+        renewed it for O(stale_after) seconds (it is dead), or when O(force_holder) names it. A run that loses its
+        lock this way stops before its next change (O(state=held)); the change it is making at that moment finishes.
     type: bool
     default: false
+  force_holder:
+    description:
+      - With O(force=true), the holder (its owner, as the refusal names it) whose lock may be taken although it still
+        renews it. Empty forces only the lock of a run that stopped renewing it.
+    type: str
+    default: ""
+  stale_after:
+    description:
+      - Seconds without renewal after which the holder of a lock counts as dead, so that O(force=true) alone takes
+        it. A run renews its lock before each change, so give more than its longest step takes (the rollout wait).
+    type: int
+    default: 600
+  before:
+    description:
+      - With O(state=held), the change about to be made, named in the failure when the lock is lost.
+    type: str
+    default: ""
 requirements:
   - kubernetes (Python library) for O(lock=lease)
 seealso:
@@ -166,7 +192,7 @@ previous_holder:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._run_lock import (
-    LockHeld, acquire, current_time, open_lock, release)
+    LockHeld, acquire, current_time, hold, open_lock, release)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
     SESSION_STORE_RULES, session_store_argument_spec)
@@ -175,7 +201,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connect
 def argument_spec() -> dict:
     spec = session_store_argument_spec()
     spec.update(
-        state=dict(type='str', default='acquired', choices=['acquired', 'released']),
+        state=dict(type='str', default='acquired', choices=['acquired', 'held', 'released']),
         lock=dict(type='str', default='store', choices=['store', 'lease']),
         name=dict(type='str', default='vllm-dr'),
         namespace=dict(type='str'),
@@ -183,6 +209,9 @@ def argument_spec() -> dict:
         owner=dict(type='str', required=True),
         duration=dict(type='int', default=1800),
         force=dict(type='bool', default=False),
+        force_holder=dict(type='str', default=''),
+        stale_after=dict(type='int', default=600),
+        before=dict(type='str', default=''),
     )
     return spec
 
@@ -200,12 +229,15 @@ def run(module: AnsibleModule) -> dict:
     params = module.params
     lock, store = open_lock(params)
     try:
+        forcing = dict(force=params['force'], stale_after=params['stale_after'], force_holder=params['force_holder'])
         if params['state'] == 'acquired':
-            result = acquire(lock, params['owner'], params['duration'], current_time(), force=params['force'],
-                             check_mode=module.check_mode)
+            result = acquire(lock, params['owner'], params['duration'], current_time(), check_mode=module.check_mode,
+                             **forcing)
+        elif params['state'] == 'held':
+            result = hold(lock, params['owner'], params['duration'], current_time(), before=params['before'],
+                          check_mode=module.check_mode)
         else:
-            result = release(lock, params['owner'], current_time(), force=params['force'],
-                             check_mode=module.check_mode)
+            result = release(lock, params['owner'], current_time(), check_mode=module.check_mode, **forcing)
     finally:
         if store is not None:
             store.close()

@@ -103,6 +103,12 @@ duration_s:
   type: float
   returned: always
   sample: 3.52
+watched_matched:
+  description: >-
+    Whether O(watched_session) is among the RV(matched) sessions; V(null) without O(watched_session).
+  type: bool
+  returned: always
+  sample: true
 sample_ids:
   description: Up to 10 ids of the sessions counted in RV(matched). Never a token.
   type: list

@@ -196,12 +196,15 @@ foreign_entries:
 skipped_invalid:
   description:
     - Lines of the backup that are not valid entries (a torn last line of an interrupted write, a line edited
-      by hand); never written. RV(invalid_lines) names some.
+      by hand, an expiry out of range or one the server refuses); never written, and the restore goes on with
+      the next line. RV(invalid_lines) names them, and each gets a warning.
   type: int
   returned: always
   sample: 0
 invalid_lines:
-  description: Up to 10 of the lines counted in RV(skipped_invalid), as line number and problem (never a value).
+  description: >-
+    Up to 100 of the lines counted in RV(skipped_invalid), as line number (or session key) and problem (never a
+    value).
   type: list
   elements: str
   returned: always
@@ -241,6 +244,12 @@ duration_s:
   type: float
   returned: always
   sample: 3.52
+watched_matched:
+  description: >-
+    Whether O(watched_session) is among the RV(matched) sessions; V(null) without O(watched_session).
+  type: bool
+  returned: always
+  sample: true
 sample_ids:
   description: Up to 10 ids of sessions chosen for removal. Never a token.
   type: list
@@ -281,7 +290,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connect
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.reading import (
     check_read_params, introspector, read_argument_spec, read_options)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import (
-    SweepError, SweepOptions, Sweeper, report, restore)
+    RestoreError, SweepError, SweepOptions, Sweeper, report, restore)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import TimestampError
 
 
@@ -349,10 +358,7 @@ def run(module: AnsibleModule) -> dict:
         store.close()
     writes_backup = params['state'] == 'restored' or (params['state'] == 'swept' and params['backup'])
     result['backup_path'] = params['backup_path'] if writes_backup else None
-    for count, what in (('skipped_invalid', 'lines that are not valid entries'),
-                        ('skipped_foreign', 'entries outside key_pattern/key_prefix or of a type a sweep never writes')):
-        if result[count]:
-            module.warn(f'backup_path {params["backup_path"]}: {result[count]} {what} were skipped; see {count}')
+    warn_skipped(module, result)
     removed = result['matched'] if module.check_mode else result['deleted']
     result['changed'] = bool(removed if params['state'] == 'swept' else result['restored'])
     if module._diff:
@@ -366,6 +372,19 @@ def diff(state: str, result: dict, removed: int) -> dict:
                 'after': {'restorable_sessions_missing': result['skipped_expired']}}
     return {'before': {'sessions': result['scanned'], 'matching': result['matched']},
             'after': {'sessions': result['scanned'] - removed, 'matching': result['matched'] - removed}}
+
+
+def warn_skipped(module: AnsibleModule, result: dict) -> None:
+    """One warning for each bad backup line the restore named, one for any beyond them, one for foreign entries."""
+    path = module.params['backup_path']
+    for line in result['invalid_lines']:
+        module.warn(f'backup_path {path}: skipped {line}')
+    unnamed = result['skipped_invalid'] - len(result['invalid_lines'])
+    if unnamed > 0:
+        module.warn(f'backup_path {path}: {unnamed} more lines that are not valid entries were skipped; see skipped_invalid')
+    if result['skipped_foreign']:
+        module.warn(f'backup_path {path}: {result["skipped_foreign"]} entries outside key_pattern/key_prefix or of a type '
+                    'a sweep never writes were skipped; see skipped_foreign')
 
 
 def warn_repaired(module: AnsibleModule, sweeper: Sweeper) -> None:
@@ -383,6 +402,9 @@ def main() -> None:
         deleted = exc.stats.deleted if exc.stats is not None else 0
         module.fail_json(msg=str(exc), changed=deleted > 0, deleted=deleted,
                          backup_path=module.params['backup_path'] if deleted else None)
+    except RestoreError as exc:
+        # what was restored before the restore stopped is a change
+        module.fail_json(msg=str(exc), changed=True, restored=exc.restored)
     except (StoreError, BackupError, TimestampError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -71,6 +71,17 @@ options:
       - With O(state=restored), the main C(.bak) file of a backup set, as listed in RV(backup_files) of
         an earlier run. Its C(.bak-wal), C(.bak-shm) and C(.bak-journal) companions are restored with it.
     type: path
+  merge:
+    description:
+      - With O(state=restored) and a cache that holds rows now (the service wrote them since the run), put the
+        backup's rows that the cache lacks back into it, in one transaction, and keep every row and file written
+        since (a row in both keeps its current value), so that sessions signed in after the run go on refreshing.
+      - A cache that cannot be merged (no token table or primary key of the backup's shape, or not readable as
+        SQLite) is refused in one line naming the rows replacing it would lose, before anything is changed.
+      - V(false) replaces the cache files with the backup's, as a forced rollback (the current files are backed up
+        first). With no rows now, the files are replaced either way.
+    type: bool
+    default: true
 notes:
   - The module acts on no symbolic link at O(path), its sidecars or O(backup_dir); see those options.
   - The files this module reports are the state found before it acted; RV(removed_rows),
@@ -200,6 +211,16 @@ restored_files:
   elements: str
   returned: always
   sample: ["/var/lib/vllm/token_cache.db"]
+restored_rows:
+  description: With O(merge), the backup's rows put back into the cache as it is now (those it lacked).
+  type: int
+  returned: always
+  sample: 3
+kept_rows:
+  description: With O(merge), the rows the cache held before they were put back (written since the run), all kept.
+  type: int
+  returned: always
+  sample: 2
 backup_files:
   description: Backup files written by this run, mode C(0600).
   type: list
@@ -227,6 +248,7 @@ def run(module: AnsibleModule) -> dict:
         backup_dir=params['backup_dir'],
         restore_from=params['restore_from'],
         check_mode=module.check_mode,
+        merge=params['merge'],
     )
     for warning in result.pop('warnings'):
         module.warn(warning)
@@ -243,6 +265,7 @@ def main() -> None:
             backup=dict(type='bool', default=True),
             backup_dir=dict(type='path'),
             restore_from=dict(type='path'),
+            merge=dict(type='bool', default=True),
         ),
         required_if=[('state', 'restored', ['restore_from'])],
         supports_check_mode=True,

@@ -31,6 +31,18 @@ POD_LIFETIME_KINDS = frozenset(('emptyDir', 'ephemeral'))
 METHODS = ('exec', 'init_container', 'velero_hook')
 
 
+def container_cache_mount(containers: list, container_name: str, cache_path: str) -> dict | None:
+    """The volume mount of the named container that holds the cache (None: no such container, no volume holds it, or
+    a relative path with no workingDir), resolved as cache_reach resolves it."""
+    # only the mounts matter here, not the volumes' kinds: each mount's volume is taken as declared
+    declared = [{'name': mount.get('name'), 'emptyDir': {}} for container in containers or []
+                for mount in container.get('volumeMounts') or []]
+    try:
+        return resolve({'containers': containers or [], 'volumes': declared}, container_name, cache_path)['mount']
+    except CachePathError:
+        return None
+
+
 def _first_pod_per_node(pods: list) -> list:
     chosen = {}
     for pod in pods:

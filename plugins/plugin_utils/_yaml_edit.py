@@ -17,6 +17,11 @@ import re
 
 import yaml
 
+# libyaml's loader where PyYAML was built with it: the pure-Python one takes seconds per megabyte
+_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+# a line break as YAML reads one; each line keeps its own, so CRLF stays CRLF (and a mixed file stays mixed)
+_LINE_BREAK = re.compile(r'\r\n|\r|\n')
+
 
 class YamlEditError(ValueError):
     pass
@@ -103,17 +108,66 @@ def _edit(lines: list, keys: list, value, start: int, end: int, indent: str) -> 
     _edit(lines, keys[1:], value, number + 1, block_end, _child_indent(lines, number, block_end, indent))
 
 
-def set_key(text: str, path: str, value, rewrite: bool = False) -> dict:
-    """Return {'text', 'changed', 'formatting_kept'} for text with the dotted path set to value.
+def _load(text: str):
+    return yaml.load(text, Loader=_LOADER)  # nosec B506 - a safe loader, the C one where it exists
 
-    When the line edit cannot express the change, raise YamlLayoutError, or, with rewrite, return the document
-    written out from its parsed form with formatting_kept false.
+
+def _split(text: str) -> tuple:
+    """The lines of text without their breaks, and each line's break ('' for a last line without one)."""
+    bodies, breaks, start = [], [], 0
+    for match in _LINE_BREAK.finditer(text):
+        bodies.append(text[start:match.start()])
+        breaks.append(match.group(0))
+        start = match.end()
+    if start < len(text):
+        bodies.append(text[start:])
+        breaks.append('')
+    return bodies, breaks
+
+
+def _common_ends(original: list, edited: list) -> tuple:
+    """How many lines the two lists share at their start, and then at their end."""
+    shortest = min(len(original), len(edited))
+    head = 0
+    while head < shortest and original[head] == edited[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and original[-1 - tail] == edited[-1 - tail]:
+        tail += 1
+    return head, tail
+
+
+def _join(original: list, breaks: list, edited: list) -> str:
+    """The edited lines with the original's line breaks: each kept line keeps its own, a new line gets the
+    document's usual one (its first), and the last line ends as the document did (without a break when it had none)."""
+    usual = next((brk for brk in breaks if brk), '\n')
+    head, _tail = _common_ends(original, edited)
+    ends = breaks[:head] + [usual] * (len(edited) - len(original)) + breaks[head:]
+    final = breaks[-1] if breaks else usual
+    ends = [end or usual for end in ends[:-1]] + [final]
+    return ''.join(body + end for body, end in zip(edited, ends))
+
+
+def _only_the_key_changed(original: list, edited: list) -> bool:
+    """Whether edited is original with one line replaced, or with lines inserted at one place."""
+    head, tail = _common_ends(original, edited)
+    removed, added = len(original) - head - tail, len(edited) - head - tail
+    return (removed, added) == (1, 1) or (removed == 0 and added > 0)
+
+
+def set_key(text: str, path: str, value, rewrite: bool = False) -> dict:
+    """Return {'text', 'changed', 'formatting_kept', 'was'} for text with the dotted path set to value.
+
+    ``was`` is the previous value (None when the key was missing). Every line but the one set (or those added)
+    keeps its bytes and its line break, CRLF included; formatting_kept is true only when that holds. When the line
+    edit cannot express the change, raise YamlLayoutError, or, with rewrite, return the document written out from
+    its parsed form with formatting_kept false.
     """
     keys = [key for key in str(path).split('.') if key]
     if not keys:
         raise YamlEditError('path is empty; give the dotted key to set, for example session_state_store.refresh_on_startup')
     try:
-        data = yaml.safe_load(text) if text and text.strip() else {}
+        data = _load(text) if text and text.strip() else {}
     except yaml.YAMLError as exc:
         raise YamlEditError(f'the document is not valid YAML ({str(exc).splitlines()[0]}); fix it before it is edited') from None
     if data is None:
@@ -121,16 +175,18 @@ def set_key(text: str, path: str, value, rewrite: bool = False) -> dict:
     if not isinstance(data, dict):
         raise YamlEditError(f'the document is a {type(data).__name__}, not a mapping; expected keys such as {keys[0]}')
     current, present = _get_in(data, keys)
+    was = current if present else None
     if present and current == value and type(current) is type(value):
-        return {'text': text, 'changed': False, 'formatting_kept': True}
+        return {'text': text, 'changed': False, 'formatting_kept': True, 'was': was}
     wanted = _set_in(copy.deepcopy(data), keys, value)
 
-    lines = text.splitlines() if text else []
+    original, breaks = _split(text or '')
+    lines = list(original)
     try:
         _edit(lines, keys, value, 0, len(lines), '')
-        edited = '\n'.join(lines) + '\n'
-        if yaml.safe_load(edited) == wanted:
-            return {'text': edited, 'changed': True, 'formatting_kept': True}
+        edited = _join(original, breaks, lines)
+        if _only_the_key_changed(original, lines) and _load(edited) == wanted:
+            return {'text': edited, 'changed': True, 'formatting_kept': True, 'was': was}
     except (yaml.YAMLError, AttributeError):
         pass
     if not rewrite:
@@ -138,4 +194,4 @@ def set_key(text: str, path: str, value, rewrite: bool = False) -> dict:
                               'comments and layout (flow style, anchors or uneven indentation); write that part in '
                               f'block style or set {".".join(keys)}: {_scalar(value)} by hand, then re-run')
     dumped = yaml.safe_dump(wanted, default_flow_style=False, sort_keys=False)
-    return {'text': dumped, 'changed': True, 'formatting_kept': False}
+    return {'text': dumped, 'changed': True, 'formatting_kept': False, 'was': was}

@@ -1,7 +1,8 @@
 """extensions/aap against the roles: every survey variable is a role or playbook variable whose argument spec accepts
 the question's type, choices and default; every variable a credential type injects is read by the roles (extra
-vars) or by kubernetes.core (environment); the playbooks pass ansible-playbook --syntax-check.
-AWX itself cannot run here (no container images); tests/aap/test_awx_job.py runs the jobs with ansible-runner.
+vars) or by kubernetes.core (environment); every injector template is !unsafe; every credential a job template names
+is one configure.yml creates; the playbooks pass ansible-playbook --syntax-check. tests/aap/test_awx_api.py loads them
+into the real AWX and runs the workflow.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from harness.aap_assets import Unsafe, leaves, load_assets
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 AAP = os.path.join(ROOT, 'extensions', 'aap')
@@ -28,7 +31,7 @@ def load(*parts):
         return yaml.safe_load(handle)
 
 
-ASSETS = load(AAP, 'assets.yml')
+ASSETS = load_assets()
 SPECS = {role: load(ROOT, 'roles', role, 'meta', 'argument_specs.yml')['argument_specs']['main']['options']
          for role in ROLES}
 QUESTIONS = [(name, question) for name, survey in ASSETS['vllm_dr_aap_surveys'].items() for question in survey['spec']]
@@ -76,12 +79,47 @@ def test_survey_question_is_a_role_variable_its_spec_accepts(survey, question):
         assert question['min'] <= int(question['default']) <= question['max']
 
 
-def test_every_surveyed_job_template_names_a_survey_and_a_shipped_playbook():
+def test_every_job_template_names_a_known_survey_and_a_shipped_playbook():
+    surveys = list(ASSETS['vllm_dr_aap_surveys'].values())
     for template in ASSETS['vllm_dr_aap_job_templates']:
-        assert template['survey'] is None or template['survey'] in ASSETS['vllm_dr_aap_surveys']
+        # survey_spec (infra.aap_configuration's name; its alias `survey` means the same key there)
+        assert 'survey' not in template, f'{template["name"]}: survey is an alias of survey_spec; name it survey_spec'
+        assert template['survey_spec'] is None or template['survey_spec'] in surveys, template['name']
         assert os.path.isfile(os.path.join(AAP, 'project', template['playbook'])), template['playbook']
-        kinds = {kind['name'] for kind in ASSETS['vllm_dr_aap_credential_types']}
-        assert set(template['credentials']) <= kinds
+
+
+def test_every_credential_a_job_template_names_is_one_configure_creates():
+    created = {credential['name']: credential for credential in ASSETS.get('vllm_dr_aap_credentials', [])}
+    kinds = {kind['name'] for kind in ASSETS['vllm_dr_aap_credential_types']}
+    for credential in created.values():
+        assert credential['credential_type'] in kinds, f'{credential["name"]}: no such credential type'
+    for template in ASSETS['vllm_dr_aap_job_templates']:
+        for name in template['credentials']:
+            assert name in created, f'{template["name"]} names the credential "{name}", which nothing creates'
+            assert not created[name].get('optional'), f'{template["name"]} needs "{name}", which may be skipped'
+
+
+def test_every_injector_template_is_unsafe_so_that_awx_renders_it():
+    """Ansible renders any other string of the vars file itself (and fails: the fields are AWX's, not the play's)."""
+    found = 0
+    for kind in ASSETS['vllm_dr_aap_credential_types']:
+        for path, value in leaves(kind['injectors']):
+            found += 1
+            assert isinstance(value, Unsafe), f'{kind["name"]}: injector {".".join(map(str, path))} is not !unsafe'
+    assert found
+
+
+def test_workflow_nodes_are_data_and_link_only_to_nodes_there():
+    nodes = ASSETS['vllm_dr_aap_workflow']['nodes']
+    identifiers = {node['identifier'] for node in nodes}
+    templates = {template['name'] for template in ASSETS['vllm_dr_aap_job_templates']}
+    assert len(identifiers) == len(nodes)
+    for node in nodes:
+        assert ('unified_job_template' in node) != ('approval_node' in node), node['identifier']
+        assert node.get('unified_job_template', next(iter(templates))) in templates, node['identifier']
+        for link in ('success_nodes', 'failure_nodes', 'always_nodes'):
+            assert set(node.get(link, [])) <= identifiers, f'{node["identifier"]}: {link}'
+    assert any('approval_node' in node for node in nodes)
 
 
 def injected(kind):

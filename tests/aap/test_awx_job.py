@@ -20,6 +20,8 @@ import pytest
 import redis
 import yaml
 
+from harness.aap_assets import load_assets
+from harness.reports import report_path
 from harness.secret_scan import files_under, find_leaks, idp_tokens
 from harness.sessions import dump_redis
 from lab.labctl import Lab
@@ -51,8 +53,7 @@ def run_as_job_user(command, **kwargs):
 
 
 def assets():
-    with open(os.path.join(AAP, 'assets.yml'), encoding='utf-8') as handle:
-        return yaml.safe_load(handle)
+    return load_assets()
 
 
 def render_injectors(credential_type: dict, inputs: dict, private_dir: str) -> tuple:
@@ -224,7 +225,7 @@ def test_restore_then_rollback_jobs_run_unprivileged_with_a_read_only_collection
     assert os.path.isfile(os.path.join(rollback_dir, 'sessions.jsonl'))
     # the report went to the job user's own place, not into the collection
     reports = os.path.join(awx['home'], '.local', 'state', 'vllm_dr', 'reports')
-    with open(os.path.join(reports, 'lab.json'), encoding='utf-8') as handle:
+    with open(report_path(reports, 'lab.json'), encoding='utf-8') as handle:
         report = json.load(handle)
     assert report['passed'] is True and report['purge']['backup_dir'] == rollback_dir
     assert digest(lab.cache_path) != before['cache']

@@ -1,14 +1,20 @@
-"""The CI recipes of extensions/ci/, their commands run in order against the incident lab: three outcomes.
+"""The CI recipes of extensions/ci/, every command run in order against the incident lab: three outcomes.
 
-The lab stands in for the target: its inventory is the file the recipe names, its secrets reach the playbook only
-through the environment the CI would set from its secret store. The installation step is done by the test machine
-(the collection linked where the recipe's ANSIBLE_COLLECTIONS_PATH points, the venv's ansible-playbook on PATH).
+The job's checkout is a clean `git clone` of this repository's HEAD, with the target's inventory added: the recipe
+builds the collection's tarball from it and installs that, with no Galaxy to reach (its server and any proxy point at
+a closed port). The lab stands in for the target: its inventory is the file the recipe names, its secrets reach the
+playbook only through the environment the CI would set from its secret store. The Python the CI image or
+setup-python gives is the project's virtualenv's, with no package index: the recipe's pip install must find its pins
+there (the same as tests/requirements.txt's), and installs nothing else.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
+import socket
+import subprocess
 import sys
 from xml.etree import ElementTree
 
@@ -16,6 +22,7 @@ import pytest
 import yaml
 
 from harness.ci_recipes import run_github_job, run_gitlab_job
+from harness.reports import report_path
 from harness.servers import free_port
 from lab.labctl import Lab
 
@@ -49,32 +56,52 @@ def checkout(lab, workspace, outcome: str) -> str:
         host['vllm_dr_sweep_select'] = 'expired'
     elif outcome == 'store_unreachable':
         host['vllm_dr_store']['login_port'] = free_port()
+    # the repository the job checks out: the collection's own, at HEAD, with nothing a local run left behind
+    subprocess.run(['git', 'clone', '--quiet', '--no-hardlinks', ROOT, str(workspace)], check=True, timeout=300)
     inventory = workspace / 'inventory' / 'vllm_dr.yml'
     inventory.parent.mkdir(parents=True)
     inventory.write_text(yaml.safe_dump({'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}))
-    # what the installation step leaves: the collection under ANSIBLE_COLLECTIONS_PATH
-    collection = workspace / 'collections' / 'ansible_collections' / 'inferops'
-    collection.mkdir(parents=True)
-    (collection / 'vllm_dr').symlink_to(ROOT)
     return inventory.read_text()
 
 
-def base_env() -> dict:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(('ANSIBLE_', 'JUNIT_', 'VLLM_DR_'))}
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def base_env(tmp_path) -> dict:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(('ANSIBLE_', 'JUNIT_', 'VLLM_DR_', 'PIP_'))
+           and key.lower() not in ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy')}
     env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')
+    nowhere = f'http://127.0.0.1:{closed_port()}'
+    # no Galaxy and no package index: what the job installs comes from its checkout and the Python it was given;
+    # only loopback (the lab, standing in for the target) is reached directly, anything else through a closed port
+    env.update(HOME=str(tmp_path / 'home'), ANSIBLE_GALAXY_SERVER=nowhere, http_proxy=nowhere, https_proxy=nowhere,
+               HTTP_PROXY=nowhere, HTTPS_PROXY=nowhere, no_proxy='127.0.0.1,localhost', NO_PROXY='127.0.0.1,localhost',
+               PIP_NO_INDEX='1', PIP_DISABLE_PIP_VERSION_CHECK='1')
     return env
+
+
+def installed_from_the_checkout(workspace, install_step):
+    """The install step ran and left the collection built from the checkout, a copy, not a link to this one."""
+    assert install_step.status == 'passed', install_step.output[-3000:]
+    installed = workspace / 'collections' / 'ansible_collections' / 'inferops' / 'vllm_dr'
+    assert (installed / 'MANIFEST.json').is_file() and not installed.is_symlink()
+    assert glob.glob(str(workspace / 'build' / 'vllm_dr' / 'inferops-vllm_dr-*.tar.gz'))
 
 
 def run_recipe(recipe: str, workspace) -> tuple:
     """(job run, exit code of ansible-playbook, text a reader of the job sees besides the files)."""
+    env = base_env(workspace.parent)
     if recipe == 'github':
-        job = run_github_job(GITHUB, 'restore-drill', workspace=str(workspace), base_env=base_env(),
-                             secrets=SECRETS, skip=(INSTALL_STEP,))
-        assert job.step(INSTALL_STEP).status == 'not run here'
+        job = run_github_job(GITHUB, 'restore-drill', workspace=str(workspace), base_env=env, secrets=SECRETS)
+        installed_from_the_checkout(workspace, job.step(INSTALL_STEP))
         summary = (workspace / 'step-summary.md').read_text()
         return job, job.step(DRILL_STEP).exit_code, summary
-    job = run_gitlab_job(GITLAB, 'vllm-dr-drill', project_dir=str(workspace), base_env=base_env(),
-                         variables=SECRETS, skip=('before_script',))
+    job = run_gitlab_job(GITLAB, 'vllm-dr-drill', project_dir=str(workspace), base_env=env, variables=SECRETS)
+    installed_from_the_checkout(workspace, job.step('before_script'))
     return job, job.step('script').exit_code, job.step('after_script').output
 
 
@@ -94,7 +121,7 @@ def drill(recipe: str, lab, tmp_path, outcome: str) -> tuple:
 
 
 def runbook_junit(workspace) -> ElementTree.Element:
-    return ElementTree.parse(workspace / 'reports' / 'vllm_dr' / 'lab.junit.xml').getroot().find('testsuite')
+    return ElementTree.parse(report_path(workspace / 'reports' / 'vllm_dr', 'lab.junit.xml')).getroot().find('testsuite')
 
 
 def callback_junit(workspace) -> list:
@@ -141,3 +168,24 @@ def test_ci_recipe_store_unreachable_exit_non_zero_and_junit_names_the_failed_st
     assert any('Report the sessions the sweep would remove' in ElementTree.tostring(root, encoding='unicode')
                for root in callback_junit(workspace))
     assert '# vLLM token recovery on lab: FAILED' in shown
+
+
+ACTION = re.compile(r'^\s*(?:-\s+)?uses:\s*(\S+?)@(\S+)(.*)$')
+
+
+def test_every_action_of_the_github_recipe_is_pinned_by_commit_with_its_version_named():
+    with open(GITHUB, encoding='utf-8') as handle:
+        lines = [line for line in handle if re.match(r'^\s*(-\s+)?uses:', line)]
+    assert len(lines) == 4
+    for line in lines:
+        name, ref, rest = ACTION.match(line).groups()
+        assert re.fullmatch(r'[0-9a-f]{40}', ref), f'{name} is pinned by {ref}, not by a commit'
+        assert re.fullmatch(r'\s+# v\d+\.\d+\.\d+\s*', rest), f'{name}@{ref}: no "# vX.Y.Z" comment'
+
+
+@pytest.mark.parametrize('recipe', [GITHUB, GITLAB])
+def test_no_recipe_installs_from_galaxy_by_name(recipe):
+    with open(recipe, encoding='utf-8') as handle:
+        text = handle.read()
+    assert not re.search(r'collection install[^\n]*inferops\.vllm_dr\b', text)
+    assert 'ansible-galaxy collection build' in text

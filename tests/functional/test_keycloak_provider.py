@@ -19,6 +19,7 @@ from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_refresh_pr
 from harness.lab_runs import keycloak_lab
 from harness.modules import run_module
 from harness.playbooks import playbook, recap
+from harness.reports import report_path
 from harness.sessions import PREFIX
 
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ def test_drill_against_keycloak_sweeps_exactly_the_rotated_sessions_and_validate
     rc, output = playbook(lab.inventory_path)
     assert rc == 0, output[-3000:]
     assert recap(output)['failed'] == 0
-    report = json.loads((tmp_path / 'reports' / 'lab.json').read_text())
+    report = json.loads(report_path(tmp_path / 'reports', 'lab.json').read_text())
     assert report['diagnosis']['recovery_needed'] is True
     assert (report['diagnosis']['probe']['classification'], report['diagnosis']['probe']['status']) == ('stale_token', 400)
     assert report['passed'] is True and all(check['ok'] for check in report['validation']['checks'])

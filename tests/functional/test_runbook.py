@@ -6,6 +6,8 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from xml.etree import ElementTree
 
 import pytest
@@ -15,6 +17,7 @@ import yaml
 from harness.lab_runs import incident_lab
 from harness.playbooks import playbook as run_playbook
 from harness.playbooks import recap
+from harness.reports import report_path
 from harness.sessions import dump_redis
 from lab.labctl import Lab
 
@@ -46,6 +49,14 @@ def digest(path: str):
         return hashlib.sha256(handle.read()).hexdigest()
 
 
+def cache_rows(path: str) -> dict:
+    conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
+    try:
+        return {row[0]: row[1:] for row in conn.execute('SELECT * FROM tokens')}
+    finally:
+        conn.close()
+
+
 def store(lab):
     return redis.Redis(host='127.0.0.1', port=lab.state['ports']['redis'], socket_timeout=5)
 
@@ -63,15 +74,15 @@ def test_runbook_recovers_the_lab_and_writes_a_well_formed_report(broken_lab):
     assert rc == 0, output[-3000:]
     assert recap(output)['failed'] == 0
     assert broken_lab.refresh('svc')[0] == 200, 'the service session refreshes again'
-    report = json.loads((broken_lab.reports / 'lab.json').read_text())
+    report = json.loads(report_path(broken_lab.reports, 'lab.json').read_text())
     assert report['passed'] is True and report['diagnosis']['recovery_needed'] is True
     assert report['diagnosis']['probe']['classification'] == 'stale_token'
     assert all(check['ok'] for check in report['validation']['checks'])
     assert os.path.exists(report['purge']['cache_backups'][0]) and os.path.exists(report['purge']['sessions_backup'])
-    suite = ElementTree.parse(broken_lab.reports / 'lab.junit.xml').getroot().find('testsuite')
+    suite = ElementTree.parse(report_path(broken_lab.reports, 'lab.junit.xml')).getroot().find('testsuite')
     assert suite.get('tests') == '4' and suite.get('failures') == '0'
     assert len(suite.findall('testcase')) == 4
-    markdown = (broken_lab.reports / 'lab.md').read_text()
+    markdown = report_path(broken_lab.reports, 'lab.md').read_text()
     assert markdown.startswith('# vLLM token recovery on lab: PASSED')
     assert 'SECRET' not in output and 'lab-secret' not in output
 
@@ -101,13 +112,17 @@ def test_second_run_on_a_healthy_system_purges_nothing_and_does_not_restart(brok
 
 
 def test_rollback_puts_back_exactly_what_the_run_removed(broken_lab):
-    before = lab_state(broken_lab)
+    before = dict(lab_state(broken_lab), cache_rows=cache_rows(broken_lab.cache_path))
     rc, output = playbook(broken_lab)
     assert rc == 0, output[-3000:]
-    report = json.loads((broken_lab.reports / 'lab.json').read_text())
+    report = json.loads(report_path(broken_lab.reports, 'lab.json').read_text())
     rc, output = playbook(broken_lab, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={report["purge"]["backup_dir"]}')
     assert rc == 0, output[-3000:]
-    assert digest(broken_lab.cache_path) == before['cache']
+    # the cache rows the run removed are back; the row the restarted service wrote since (its own session) is kept
+    cached = cache_rows(broken_lab.cache_path)
+    assert {sid: row for sid, row in cached.items() if sid != 'svc'} == {
+        sid: row for sid, row in before['cache_rows'].items() if sid != 'svc'}
+    assert cached['svc'] != before['cache_rows']['svc']
     after = dump_redis(store(broken_lab))
     service = b'vllm:session:svc'
     # the restarted service signed its own session in again; every swept session is back as it was
@@ -127,7 +142,7 @@ def healthy_lab(tmp_path):
 def test_drill_breaks_the_lab_recovers_it_and_exits_zero(healthy_lab):
     rc, output = playbook(healthy_lab, 'dr_drill.yml')
     assert rc == 0, output[-3000:]
-    report = json.loads((healthy_lab.reports / 'lab.json').read_text())
+    report = json.loads(report_path(healthy_lab.reports, 'lab.json').read_text())
     assert report['passed'] is True and report['diagnosis']['probe']['classification'] == 'stale_token'
 
 
@@ -136,5 +151,27 @@ def test_drill_exit_code_tells_the_truth_when_the_recovery_does_not_work(healthy
     rc, output = playbook(healthy_lab, 'dr_drill.yml', '-e', 'vllm_dr_sweep_select=expired')
     assert rc != 0
     assert 'validation failed: ' in output and 'refresh probe is healthy' in output
-    suite = ElementTree.parse(healthy_lab.reports / 'lab.junit.xml').getroot().find('testsuite')
+    suite = ElementTree.parse(report_path(healthy_lab.reports, 'lab.junit.xml')).getroot().find('testsuite')
     assert suite.get('failures') != '0'
+
+
+def test_concurrent_runs_sharing_a_report_directory_keep_their_own_reports_and_name_them(healthy_lab):
+    """Two runs at the same time, one report directory: one passes, one fails (its health URL answers nothing).
+    Each writes a directory of its own, and the failed run's message names its own report, which says FAILED."""
+    with ThreadPoolExecutor(2) as pool:
+        passing = pool.submit(playbook, healthy_lab, 'dr_restore.yml', '--tags', 'validate')
+        failing = pool.submit(playbook, healthy_lab, 'dr_restore.yml', '--tags', 'validate',
+                              '-e', 'vllm_dr_health_url=http://127.0.0.1:9/healthz', '-e', 'vllm_dr_health_timeout=2')
+        (rc_passed, passed_output), (rc_failed, failed_output) = passing.result(), failing.result()
+    assert rc_passed == 0, passed_output[-3000:]
+    assert rc_failed != 0, failed_output[-3000:]
+    runs = sorted(path for path in healthy_lab.reports.iterdir() if not path.is_symlink())
+    assert len(runs) == 2 and all((run / 'lab.json').is_file() for run in runs), runs
+    named = re.search(r'report: (\S+/lab\.json)', failed_output)
+    assert named, failed_output[-3000:]
+    assert os.path.dirname(named.group(1)) in {str(run) for run in runs}
+    with open(named.group(1), encoding='utf-8') as handle:
+        assert json.load(handle)['passed'] is False, 'the failed run named the report it wrote, not the other run\'s'
+    others = [run for run in runs if str(run) != os.path.dirname(named.group(1))]
+    assert json.loads((others[0] / 'lab.json').read_text())['passed'] is True
+    assert report_path(healthy_lab.reports, 'lab.json').parent in runs, 'latest points at one of the two runs'

@@ -15,6 +15,7 @@ import yaml
 from harness.backups import restorable
 from harness.lab_runs import incident_lab
 from harness.playbooks import playbook
+from harness.reports import report_path
 from harness.sessions import PREFIX, session
 
 
@@ -50,7 +51,7 @@ def test_runbook_completes_when_the_token_cache_is_already_gone(broken_lab, tmp_
     before = sessions(broken_lab)
     rc, output = playbook(inventory, 'dr_restore.yml')
     assert rc == 0, output[-3000:]
-    report = json.loads((tmp_path / 'reports' / 'lab.json').read_text())
+    report = json.loads(report_path(tmp_path / 'reports', 'lab.json').read_text())
     # the running gateway may have opened a new, empty cache meanwhile: nothing to back up
     assert report['purge']['cache_backups'] == [] and report['purge']['sessions_deleted'] > 0
     backup = report['purge']['sessions_backup']
@@ -97,3 +98,30 @@ def test_three_hosts_sharing_one_store_sweep_it_once_and_a_rollback_brings_every
                           '-e', f'vllm_dr_rollback_dir={os.path.dirname(backups[0])}')
     assert rc == 0, output[-3000:]
     assert sessions(broken_lab) == before
+
+
+def test_a_report_that_cannot_be_written_fails_the_run_and_the_fleet_report_stays_beside_it(broken_lab, tmp_path):
+    """The target's report directory cannot be made (its parent is a file, which stops root too): the run recovers
+    the lab but fails, the fleet report says why, and nothing is written under $HOME, which the user never named."""
+    blocker = tmp_path / 'not-a-directory'
+    blocker.write_text('')
+    host = broken_lab.inventory(str(blocker / 'reports'))['all']['children']['vllm']['hosts']['lab']
+    inventory = write_inventory(tmp_path / 'inventory.yml', {'lab': host})
+    home = tmp_path / 'home'
+    home.mkdir()
+    rc, output = playbook(inventory, 'dr_restore.yml', env=dict(os.environ, HOME=str(home)))
+    assert rc != 0, output[-3000:]
+    assert 'fleet: PASSED' not in output
+    assert f'the parent of path {blocker / "reports"} is not a directory; choose another path' in output
+    assert not [path for path in home.rglob('*') if 'fleet' in path.name or path.name.endswith('.json')], \
+        'no report under $HOME: the fleet report goes beside the targets\' reports'
+    assert not (home / '.local').exists()
+
+    fleet_dir = tmp_path / 'fleet'
+    rc, output = playbook(inventory, 'dr_restore.yml', '-e', f'vllm_dr_fleet_report_dir={fleet_dir}',
+                          env=dict(os.environ, HOME=str(home)))
+    assert rc != 0, output[-3000:]
+    fleet = json.loads((fleet_dir / 'fleet.json').read_text())
+    assert fleet['passed'] is False and fleet['failed'] == ['lab']
+    assert "failed at step 'Write the report" in fleet['targets'][0]['reason']
+    assert f'{blocker / "reports"} is not a directory' in fleet['targets'][0]['reason']

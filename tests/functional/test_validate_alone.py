@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from harness.playbooks import playbook, recap
+from harness.reports import report_path
 from lab.labctl import Lab
 
 PLAY = [{'name': 'Validate only', 'hosts': 'all', 'gather_facts': False, 'roles': ['inferops.vllm_dr.validate']}]
@@ -31,7 +32,7 @@ def test_validate_runs_alone_and_writes_its_report(healthy_lab, tmp_path):
     rc, output = playbook(str(inventory), str(play))
     assert rc == 0, output[-3000:]
     assert recap(output)['failed'] == 0
-    report = json.loads((tmp_path / 'reports' / 'lab.json').read_text())
+    report = json.loads(report_path(tmp_path / 'reports', 'lab.json').read_text())
     assert report['passed'] is True and report['diagnosis'] == {}
     assert report['purge'] == {'not_run': 'no recovery needed'} and report['restarted_at'] is None
     assert [check['ok'] for check in report['validation']['checks']] == [True, True, True, True]

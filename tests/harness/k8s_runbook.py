@@ -14,6 +14,7 @@ import redis
 import yaml
 
 from harness.playbooks import ROOT, playbook
+from harness.reports import report_path
 
 RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
 
@@ -58,7 +59,7 @@ def store(workload):
 
 
 def report(workload) -> dict:
-    with open(workload.reports / 'lab.json', encoding='utf-8') as handle:
+    with open(report_path(workload.reports, 'lab.json'), encoding='utf-8') as handle:
         return json.load(handle)
 
 

@@ -26,6 +26,32 @@ def idp_tokens(db_path: str) -> set:
     return {value for row in rows for value in row if value}
 
 
+def cache_tokens(*db_paths: str) -> set:
+    """Every access and refresh token in the token caches given (a path that does not exist is skipped)."""
+    found = set()
+    for db_path in db_paths:
+        if not os.path.exists(db_path):
+            continue
+        connection = sqlite3.connect(f'file:{db_path}?mode=ro', uri=True)
+        try:
+            rows = connection.execute('SELECT access_token, refresh_token FROM tokens').fetchall()
+        finally:
+            connection.close()
+        found |= {value for row in rows for value in row if value}
+    return found
+
+
+def store_tokens(client, match: str = 'vllm:session:*') -> set:
+    """Every access and refresh token in the session store's hashes (a redis-py client)."""
+    found = set()
+    for key in client.scan_iter(match=match, count=1000):
+        for name, value in client.hgetall(key).items():
+            name = name.decode() if isinstance(name, bytes) else name
+            if name in ('access_token', 'refresh_token') and value:
+                found.add(value.decode('utf-8', 'replace') if isinstance(value, bytes) else value)
+    return found
+
+
 # Base64 characters that mix bits of the bytes before the secret, by the secret's offset (mod 3) in the encoded data.
 _LEADING_MIXED = {0: 0, 1: 2, 2: 3}
 # Base64 characters of the last, incomplete group that depend on the secret alone, by that group's length.

@@ -13,6 +13,9 @@
 - With ``refresh_on_startup: true`` it removes sessions whose ``expires_at`` has passed
   when it starts; its own service session is created with client_credentials when missing.
 - ``POST /api/v1/sessions`` (lab only) signs a client in: a new session from the provider.
+- A file ``faults/race_next_refresh`` beside vllm.yaml (lab only, ``labctl fault race``): the next refresh request
+  finds the service refreshing that session itself first, as its own refresher does now and then; the request then
+  presents a token just rotated away (the race a probe of the service's own session can lose). Consumed once.
 - ``oauth.relay_errors: true`` answers a refresh the provider refused with the provider's own status and
   body (Keycloak's HTTP 400 ``invalid_grant``, 401 ``unauthorized_client``, 404 for a realm it does not
   have), as a gateway in front of Keycloak does; without it a refused refresh is the write-up's 401.
@@ -198,6 +201,7 @@ class Gateway:
         self.oauth = config['oauth']
         self.service_session = config.get('service_session_id', 'svc')
         self.echo_token = bool(config.get('lab_echo_token'))
+        self.race_file = config.get('lab_race_file')
         self.relay_errors = bool(self.oauth.get('relay_errors'))
         if store.get('refresh_on_startup'):
             self.sweep_expired()
@@ -275,7 +279,21 @@ class Gateway:
             return dict(REVOKED, error_description=f'Refresh token {presented} has been revoked')
         return REVOKED
 
+    def own_refresh_first(self, presented: str) -> None:
+        """Lab fault: the service refreshes the session of ``presented`` itself before the request is served."""
+        if not self.race_file:
+            return
+        try:
+            os.unlink(self.race_file)
+        except FileNotFoundError:
+            return
+        sid = self.find_session(presented)
+        if sid is not None:
+            self._store(sid, self._token_request({'grant_type': 'refresh_token', 'refresh_token': presented}))
+            self.log.info('Token refreshed for session %s', sid)
+
     def refresh(self, presented: str, client_id: str):
+        self.own_refresh_first(presented)
         sid = self.find_session(presented)
         if sid is None:
             self.log.warning('Invalid token in session state (session_id=unknown)')

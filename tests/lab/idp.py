@@ -4,6 +4,9 @@
   it issues a new refresh token and revokes the old one, as the incident's
   provider does after the snapshot.
 - RFC 7662 introspection at /oauth/introspect and RFC 7009 revocation at /oauth/revoke.
+- A file ``reject_next_refresh`` beside the SQLite file (lab only, ``labctl fault reject-refresh``): the next
+  refresh grant is answered ``400 invalid_grant`` once, without revoking anything (a provider's transient
+  failure), and the file is consumed.
 - State in its own SQLite file, so it survives restarts (and a lab restore, which
   puts back the gateway's data but never the provider's).
 
@@ -24,7 +27,7 @@ from authlib.integrations.sqla_oauth2 import (OAuth2ClientMixin, OAuth2TokenMixi
 from authlib.oauth2.rfc6749 import grants
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7662 import IntrospectionEndpoint
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 from sqlalchemy import Column, Integer, String, create_engine, select
 from sqlalchemy.orm import DeclarativeBase, scoped_session, sessionmaker
 
@@ -158,8 +161,12 @@ def create_app(db_path: str | None = None, clients: dict | None = None) -> Flask
     server.register_endpoint(Introspection)
     server.register_endpoint(Revocation)
 
+    reject_once = os.path.join(os.path.dirname(os.path.abspath(db_path)), 'reject_next_refresh')
+
     @app.post('/oauth/token')
     def issue_token():
+        if request.form.get('grant_type') == 'refresh_token' and _consume(reject_once):
+            return jsonify(error='invalid_grant', error_description='Refresh token is not active'), 400
         return server.create_token_response()
 
     @app.post('/oauth/introspect')
@@ -179,6 +186,15 @@ def create_app(db_path: str | None = None, clients: dict | None = None) -> Flask
         db.remove()
 
     return app
+
+
+def _consume(path: str) -> bool:
+    """Whether the one-shot fault file was there; removing it is atomic, so one request of all the workers gets it."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _register_clients(db, clients: dict) -> None:

@@ -6,6 +6,9 @@
     python -m lab.labctl --state DIR restore      # stop, put the RDB and the cache back, start
     python -m lab.labctl --state DIR restart      # restart the gateway (the runbook's restart command)
     python -m lab.labctl --state DIR refresh SID  # POST /api/v1/refresh_token with the session's stored token
+    python -m lab.labctl --state DIR revoke SID   # the provider revokes the session's refresh token (RFC 7009)
+    python -m lab.labctl --state DIR fault race|reject-refresh   # a one-shot fault: the gateway's own refresh
+                                                  # races the next request / the provider rejects the next refresh
     python -m lab.labctl --state DIR down
 
 Everything listens on free loopback ports; DIR/lab.json records them, with the
@@ -22,6 +25,7 @@ answers a refused refresh with Keycloak's own status and error.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import os
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import yaml
@@ -328,6 +333,7 @@ class Lab:
             config['session_state_store']['password'] = self.state['redis_password']
         if self.state.get('echo_token'):
             config['lab_echo_token'] = True
+        config['lab_race_file'] = self.path('faults', 'race_next_refresh')
         if self.keycloak:
             # the provider's own answer to a refused refresh, as a gateway in front of Keycloak gives it
             config['oauth']['relay_errors'] = True
@@ -396,6 +402,25 @@ class Lab:
         self.state['restored_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))
         self._save()
         return {'restored_at': self.state['restored_at']}
+
+    def fault(self, kind: str) -> dict:
+        """Arm a one-shot fault: ``race`` (the gateway refreshes the session of the next refresh request itself first)
+        or ``reject-refresh`` (the provider answers the next refresh grant 400 invalid_grant, revoking nothing)."""
+        path = {'race': self.path('faults', 'race_next_refresh'), 'reject-refresh': self.path('idp', 'reject_next_refresh')}[kind]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w', encoding='utf-8'):
+            pass
+        return {'armed': kind}
+
+    def revoke(self, sid: str) -> dict:
+        """Revoke the session's refresh token at the provider (RFC 7009), as an administrator would."""
+        token = self.session(sid).get('refresh_token', '')
+        basic = base64.b64encode(f'{LAB_CLIENT[0]}:{LAB_CLIENT[1]}'.encode()).decode()
+        request = urllib.request.Request(f'{self.idp_url}/oauth/revoke', method='POST',
+                                         data=urllib.parse.urlencode({'token': token, 'token_type_hint': 'refresh_token'}).encode(),
+                                         headers={'Authorization': f'Basic {basic}'})
+        with urllib.request.urlopen(request, timeout=10) as response:  # nosec: the lab's own provider on loopback
+            return {'revoked': sid, 'status': response.status}
 
     def restart(self) -> dict:
         self.stop_gateway()
@@ -483,6 +508,8 @@ def main(argv=None) -> int:
         sub.add_parser(name)
     refresh = sub.add_parser('refresh')
     refresh.add_argument('session_id')
+    sub.add_parser('revoke').add_argument('session_id')
+    sub.add_parser('fault').add_argument('kind', choices=['race', 'reject-refresh'])
     for name in ('inventory', 'vars'):
         sub.add_parser(name).add_argument('--report-dir')
     args = parser.parse_args(argv)
@@ -500,6 +527,10 @@ def main(argv=None) -> int:
         elif args.command == 'inventory':
             print(yaml.safe_dump(lab.inventory(args.report_dir), sort_keys=False), end='')
             return 0
+        elif args.command == 'revoke':
+            result = lab.revoke(args.session_id)
+        elif args.command == 'fault':
+            result = lab.fault(args.kind)
         elif args.command == 'refresh':
             status, body = lab.refresh(args.session_id)
             result = {'status': status, 'error': body.get('error'), 'error_description': body.get('error_description')}

@@ -330,7 +330,8 @@ def _check_header(record: dict, path: str, backend: str) -> None:
 
 _ENTRY_START = b'{"key"'
 _BLOCK = 1024 * 1024
-INVALID_SAMPLES = 10
+# bad lines named one by one (in the result and a warning each); beyond them only counted
+INVALID_SAMPLES = 100
 
 
 class _Run:

@@ -175,16 +175,20 @@ class EtcdStore(Partition):
             raise
         client.session.headers['Authorization'] = reply['token']
 
-    def _message(self, kind: str, text: str, path: str) -> str:
-        """One line for a failure of the call ``path``: what happened and which option fixes it."""
+    def _message(self, kind: str, text: str, path: str, prefix: str | None = None, need: str | None = None) -> str:
+        """One line for a failure of the call ``path``: what happened and which option fixes it.
+
+        ``prefix`` and ``need`` name the keys the call is for and the permission they take there, when they are not
+        the sessions' (the run lock's keys)."""
         at = f'etcd at {self.location}'
         user = self.params.get('etcd_user')
-        prefix = self.prefix.decode('utf-8', 'replace')
         if kind == 'denied':
-            need = 'read' if path == '/kv/range' else 'readwrite'
+            prefix = prefix or self.prefix.decode('utf-8', 'replace')
+            need = need or ('read' if path == '/kv/range' else 'readwrite')
+            fix = 'or fix etcd_user' if prefix != self.prefix.decode('utf-8', 'replace') else 'or fix etcd_user or key_prefix'
             return (f'{at} denied {_OPERATIONS.get(path, path)} under the prefix {prefix!r} to user {user!r} ({text}); '
                     f'grant its role {need} on that prefix (etcdctl role grant-permission ROLE --prefix {need} {prefix}), '
-                    'or fix etcd_user or key_prefix')
+                    f'{fix}')
         if kind == 'invalid' and not user:
             return f'{at} requires authentication ({text}); set etcd_user and etcd_password'
         if kind == 'unauthenticated':
@@ -202,16 +206,17 @@ class EtcdStore(Partition):
         return (f'{at} failed during {path} ({text}); check that etcd is up and healthy and re-run '
                 '(a sweep resumes where it stopped)')
 
-    def _call(self, path: str, payload: dict) -> dict:
+    def _call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
         try:
             return self.client.post(self.client.get_url(path), json=payload)
         except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
             kind, text = classify_etcd_error(exc)
-            raise StoreError(self._message(kind, text, path), refused=kind in _REFUSED) from None
+            raise StoreError(self._message(kind, text, path, prefix, need), refused=kind in _REFUSED) from None
 
-    def call(self, path: str, payload: dict) -> dict:
-        """One call to the v3 JSON API (the run lock's, _run_lock.py); a failure is a one-line StoreError."""
-        return self._call(path, payload)
+    def call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
+        """One call to the v3 JSON API (the run lock's, _run_lock.py, with its own ``prefix`` and the permission it
+        ``need``s there); a failure is a one-line StoreError."""
+        return self._call(path, payload, prefix, need)
 
     # ---- the partition interface (loop.Partition; etcd is one partition) --------------------
 

@@ -16,6 +16,10 @@ from __future__ import annotations
 import base64
 import json
 
+# The last expiry a backup line may give: 9999-12-31T23:59:59.999Z in ms. Anything later is not a date (and beyond
+# 2**63 not a number a Redis server takes); such a line is skipped and named, never written without its TTL.
+MAX_PEXPIREAT = 253402300799999
+
 
 class Entry:
     """One session as read from a store.
@@ -88,6 +92,9 @@ class Entry:
             if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
                 raise BackupLineError(f'"{name}" is not a whole number')
             numbers[name] = number
+        if numbers['pexpireat'] is not None and not 0 <= numbers['pexpireat'] <= MAX_PEXPIREAT:
+            raise BackupLineError(f'"pexpireat" is out of range (an expiry from 0 to {MAX_PEXPIREAT} ms since 1970); '
+                                  'the session is not restored')
         return cls(
             key=decode_bytes(record.get('key'), 'key'),
             kind=kind,

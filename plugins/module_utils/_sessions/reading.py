@@ -37,6 +37,7 @@ def read_argument_spec() -> dict:
         introspection_client_secret=dict(type='str', no_log=True),
         introspection_validate_certs=dict(type='bool', default=True),
         introspection_ca_path=dict(type='path'),
+        watched_session=dict(type='str'),
     )
     return spec
 
@@ -69,7 +70,7 @@ def read_options(params: dict, **sweep) -> SweepOptions:
     return SweepOptions(
         select=params['select'], cutoff=parse_optional(params['cutoff'], 'cutoff', default_now=True),
         expires_field=params['expires_field'], batch_size=params['batch_size'], max_rate=params['max_rate'],
-        **sweep)
+        watched_session=params['watched_session'], **sweep)
 
 
 def read_sessions(params: dict) -> dict:

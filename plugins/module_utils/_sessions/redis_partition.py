@@ -106,6 +106,8 @@ return kept
 # KEYS: the keys; ARGV per key: type, absolute expiry ms (-1: none), field count
 # (or 1 for a string), then fields and values (or the value). A key that exists
 # again is never overwritten (1 restored, 0 exists, -1 its TTL already ran out).
+# A key and its TTL are written together or not at all: an expiry the server refuses
+# takes the key back out inside the same script (-2), so no key lives without its TTL.
 RESTORE_SCRIPT = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -114,7 +116,8 @@ local at = 1
 for i = 1, #KEYS do
   local key = KEYS[i]
   local kind = ARGV[at]
-  local expire_at = tonumber(ARGV[at + 1])
+  local expiry = ARGV[at + 1]
+  local expire_at = tonumber(expiry)
   local count = tonumber(ARGV[at + 2])
   local first = at + 3
   at = first + count
@@ -130,10 +133,14 @@ for i = 1, #KEYS do
     else
       redis.call('SET', key, ARGV[first])
     end
-    if expire_at >= 0 then
-      redis.call('PEXPIREAT', key, expire_at)
-    end
     result[i] = 1
+    if expire_at >= 0 then
+      local given = redis.pcall('PEXPIREAT', key, expiry)
+      if type(given) == 'table' and given.err then
+        redis.call('UNLINK', key)
+        result[i] = -2
+      end
+    end
   end
 end
 return result
@@ -533,9 +540,10 @@ class RedisPartition(Partition):
         return self._with_wire(probe)
 
     def restore(self, entries):
-        """Write back each entry (unique keys) whose key does not exist: 1 restored, 0 exists, -1 its TTL ran out.
+        """Write back each entry (unique keys) whose key does not exist: 1 restored, 0 exists, -1 its TTL ran out,
+        -2 the server refused its expiry (the key is not written).
 
-        The answers come in slot-group order.
+        The answers come in the order of ``entries``.
         """
         def write(wire):
             self._restore.load(wire)
@@ -544,7 +552,8 @@ class RedisPartition(Partition):
             answers = _concatenated([_reply_or_raise(reply) for reply in self._followed_script(self._restore, groups, replies, _restore_args)[1]])
             if self.watch is not None and 1 in answers:
                 self.watch.confirm_restore(wire)
-            return answers
+            by_entry = {id(entry): answer for entry, answer in zip(_concatenated(groups), answers)}
+            return [by_entry[id(entry)] for entry in entries]
         return self._with_wire(write)
 
     def _with_wire(self, action):

@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import BackupReader, BackupWriter, header, prepare_backup_path
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import INVALID_SAMPLES, BackupReader, BackupWriter, header, prepare_backup_path
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
@@ -47,10 +47,18 @@ class SweepError(Exception):
         self.stats = stats
 
 
+class RestoreError(StoreError):
+    """The restore stopped; ``restored`` counts the sessions it had written before (a change, already made)."""
+
+    def __init__(self, message: str, restored: int):
+        super().__init__(message)
+        self.restored = restored
+
+
 class SweepOptions:
     def __init__(self, state='reported', select='expired', cutoff=None, malformed='keep', expires_field='expires_at',
                  batch_size=1000, max_rate=0, max_delete=None, backup_path=None, backup=True, check_mode=False,
-                 introspector=None):
+                 introspector=None, watched_session=None):
         self.state = state
         self.select = select
         self.cutoff = time.time() if cutoff is None else cutoff
@@ -63,6 +71,8 @@ class SweepOptions:
         self.backup = backup
         self.check_mode = check_mode
         self.introspector = introspector
+        # one session id whose selection is told apart (the diagnosis's probe session), or None
+        self.watched_session = watched_session
 
     @property
     def deleting(self) -> bool:
@@ -83,6 +93,7 @@ class Stats:
         self.changed_during_sweep = 0
         self.earliest = self.latest = None
         self.sample_ids = []
+        self.watched_matched = False
 
     def add_expiry(self, expiry: float) -> None:
         if self.earliest is None or expiry < self.earliest:
@@ -290,6 +301,9 @@ class SweepJob:
                 stats.add_expiry(max(expiries))
             for victim in victims[:SAMPLE_SIZE - len(stats.sample_ids)]:
                 stats.sample_ids.append(self._session_id(key_of(victim)))
+            watched = self.options.watched_session
+            if watched is not None and not stats.watched_matched:
+                stats.watched_matched = any(self._session_id(key_of(victim)) == watched for victim in victims)
         self._limiter.consume(judged)
         return self._take_allowance(victims) if self.deleting else victims
 
@@ -410,7 +424,19 @@ def restore(store, backup_path: str, check_mode: bool) -> dict:
     """
     counts = {'restored': 0, 'skipped_existing': 0, 'skipped_expired': 0, 'skipped_foreign': 0, 'skipped_invalid': 0,
               'in_backup': 0}
-    foreign = []
+    foreign, refused = [], []
+    try:
+        _restore_file(store, backup_path, check_mode, counts, foreign, refused)
+    except StoreError as exc:
+        if not counts['restored'] or check_mode:
+            raise
+        raise RestoreError(f'{exc}; {counts["restored"]} sessions were restored before it stopped (a re-run never '
+                           'overwrites them)', counts['restored']) from None
+    counts['foreign_entries'] = foreign
+    return counts
+
+
+def _restore_file(store, backup_path: str, check_mode: bool, counts: dict, foreign: list, refused: list) -> None:
     with BackupReader(backup_path, store.backend) as reader:
         batch = []
         for entry in reader.entries():
@@ -422,21 +448,25 @@ def restore(store, backup_path: str, check_mode: bool) -> dict:
                 continue
             batch.append(entry)
             if len(batch) == RESTORE_BATCH:
-                _restore_batch(store, batch, check_mode, counts)
+                _restore_batch(store, batch, check_mode, counts, refused)
                 batch = []
         if batch:
-            _restore_batch(store, batch, check_mode, counts)
-        counts['skipped_invalid'] = reader.invalid
-        counts['invalid_lines'] = reader.invalid_samples
-    counts['foreign_entries'] = foreign
-    return counts
+            _restore_batch(store, batch, check_mode, counts, refused)
+        counts['skipped_invalid'] += reader.invalid
+        counts['invalid_lines'] = (reader.invalid_samples + refused)[:INVALID_SAMPLES]
 
 
-def _restore_batch(store, entries, check_mode: bool, counts: dict) -> None:
+_OUTCOMES = {1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired', -2: 'skipped_invalid'}
+
+
+def _restore_batch(store, entries, check_mode: bool, counts: dict, refused: list) -> None:
     for partition, group in store.group_by_partition(entries):
         outcomes = partition.would_restore(group) if check_mode else partition.restore(group)
-        for outcome in outcomes:
-            counts[{1: 'restored', 0: 'skipped_existing', -1: 'skipped_expired'}[outcome]] += 1
+        for entry, outcome in zip(group, outcomes):
+            counts[_OUTCOMES[outcome]] += 1
+            if outcome == -2 and len(refused) < INVALID_SAMPLES:
+                refused.append(f'{entry.key[:100].decode("utf-8", "replace")}: the server refused its expiry '
+                               f'(pexpireat {entry.pexpireat}); not restored')
 
 
 def report(stats: Stats, options: SweepOptions, started: float) -> dict:
@@ -450,6 +480,7 @@ def report(stats: Stats, options: SweepOptions, started: float) -> dict:
         'earliest_expiry': iso_utc(stats.earliest),
         'latest_expiry': iso_utc(stats.latest),
         'sample_ids': stats.sample_ids,
+        'watched_matched': stats.watched_matched if options.watched_session is not None else None,
         'cutoff': iso_utc(options.cutoff),
         'duration_s': round(time.monotonic() - started, 3),
     }

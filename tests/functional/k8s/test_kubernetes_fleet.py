@@ -14,6 +14,7 @@ import yaml
 from harness.k8s_runbook import digest
 from harness.lab_runs import incident_lab
 from harness.playbooks import playbook, recap
+from harness.reports import report_path
 from harness.servers import free_port
 
 
@@ -47,7 +48,7 @@ def test_fleet_recovers_each_namespace_on_its_own_and_reports_the_broken_host(wo
         reports = tmp_path / 'reports'
         # each namespace recovered on its own: its pods purged through hosts named by the target, restarted, proved
         for name, work in (('ns-a', workload), ('ns-b', other_workload)):
-            report = read(reports / f'{name}.json')
+            report = read(report_path(reports, f'{name}.json'))
             assert report['passed'] is True, (name, report['validation'], output[-6000:])
             assert report['diagnosis']['kubernetes']['namespace'] == work.namespace
             assert work.runtime.restarts, f'{name}: the rollout did not restart the gateway behind the pods'
@@ -58,7 +59,7 @@ def test_fleet_recovers_each_namespace_on_its_own_and_reports_the_broken_host(wo
             assert reach['purge'] and set(purged) >= set(reach['purge']), (name, purged, reach)
             assert recap(output, name)['failed'] == 0
         # the broken host failed in its diagnosis, touched nothing, and says why in its own report
-        lab = read(reports / 'lab.json')
+        lab = read(report_path(reports, 'lab.json'))
         assert lab['passed'] is False
         assert lab['validation']['failed'] == ['the runbook reached validation']
         assert 'Report the sessions the sweep would remove' in lab['validation']['checks'][0]['detail']
@@ -66,16 +67,16 @@ def test_fleet_recovers_each_namespace_on_its_own_and_reports_the_broken_host(wo
         assert recap(output, 'lab')['failed'] == 1
 
         # one fleet report, every target in it, in inventory order, the broken one failed with its reason
-        fleet = read(reports / 'fleet' / 'fleet.json')
+        fleet = read(report_path(reports, 'fleet', 'fleet.json'))
         assert [(t['host'], t['status']) for t in fleet['targets']] == [
             ('ns-a', 'passed'), ('ns-b', 'passed'), ('lab', 'failed')]
         assert fleet['passed'] is False and fleet['failed'] == ['lab']
         assert 'Report the sessions the sweep would remove' in fleet['targets'][2]['reason']
-        assert fleet['targets'][2]['report'] == str(reports / 'lab.json')
-        suite = ElementTree.parse(reports / 'fleet' / 'fleet.junit.xml').getroot().find('testsuite')
+        assert fleet['targets'][2]['report'] == str(report_path(reports, 'lab.json'))
+        suite = ElementTree.parse(report_path(reports, 'fleet', 'fleet.junit.xml')).getroot().find('testsuite')
         assert suite.get('tests') == '3' and suite.get('failures') == '1'
         assert [case.get('name') for case in suite.findall('testcase') if case.find('failure') is not None] == ['lab']
-        markdown = (reports / 'fleet' / 'fleet.md').read_text()
+        markdown = report_path(reports, 'fleet', 'fleet.md').read_text()
         assert markdown.startswith('# vLLM token recovery, fleet of 3: FAILED')
         assert all(f'| {name} |' in markdown for name in ('ns-a', 'ns-b', 'lab'))
         assert 'vllm-dr-lab-secret' not in output

@@ -13,6 +13,7 @@ from harness.k8s import CONFIG_NOTE
 from harness.k8s_runbook import (cluster_state, current_hash, digest, pod_hashes, rbac_documents, report, run,
                                  service_account_kubeconfig, store, when_logged)
 from harness.playbooks import playbook, recap
+from harness.reports import report_path
 from harness.sessions import dump_redis
 
 
@@ -52,7 +53,7 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     assert [os.path.basename(os.path.dirname(path)) for path in fetched if path.endswith('.bak')] == \
         [f'{workload.namespace}_{first}'], fetched
     assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
-    markdown = (workload.reports / 'lab.md').read_text()
+    markdown = report_path(workload.reports, 'lab.md').read_text()
     assert f"- Pods of Deployment vllm: {', '.join(sorted(before_pods))}; token cache read in {first} " \
            '(persistentVolumeClaim volume vllm-data is the same for every replica: one copy)' in markdown, markdown
     assert re.search(rf'- Token cache removed: [^\n]+ \(in {first}\); backups: ', markdown), markdown

@@ -7,8 +7,11 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from harness.k8s import KubeError
 from harness.k8s_runbook import cluster_state, report, run, when
+from harness.playbooks import playbook
 
 LEASE = 'vllm-dr-vllm'
 OTHER = 'bob@other-controller run 0123456789ab'
@@ -18,13 +21,13 @@ def micro_time(moment: datetime.datetime) -> str:
     return moment.strftime('%Y-%m-%dT%H:%M:%S.%fZ')
 
 
-def hold(workload, acquired: datetime.datetime, seconds: int) -> None:
-    """Another run's Lease, as vllm_run_lock writes it."""
+def hold(workload, acquired: datetime.datetime, seconds: int, renewed: datetime.datetime | None = None) -> None:
+    """Another run's Lease, as vllm_run_lock writes it, last renewed at `renewed` (default: when it was taken)."""
     workload.kube.apply({
         'apiVersion': 'coordination.k8s.io/v1', 'kind': 'Lease',
         'metadata': {'name': LEASE, 'namespace': workload.namespace},
-        'spec': {'holderIdentity': OTHER, 'acquireTime': micro_time(acquired), 'renewTime': micro_time(acquired),
-                 'leaseDurationSeconds': seconds}})
+        'spec': {'holderIdentity': OTHER, 'acquireTime': micro_time(acquired),
+                 'renewTime': micro_time(renewed or acquired), 'leaseDurationSeconds': seconds}})
 
 
 def lease(workload):
@@ -35,7 +38,7 @@ def lease(workload):
         return None
 
 
-def test_a_second_run_refuses_with_one_line_and_force_unlock_takes_over(workload):
+def test_a_second_run_refuses_with_one_line_and_force_unlock_takes_over_only_a_holder_named_or_dead(workload):
     acquired = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) - datetime.timedelta(seconds=30)
     hold(workload, acquired, 600)
     before = cluster_state(workload)
@@ -53,7 +56,21 @@ def test_a_second_run_refuses_with_one_line_and_force_unlock_takes_over(workload
     assert cluster_state(workload) == before
     assert lease(workload)['spec']['holderIdentity'] == OTHER
 
+    # the holder renewed its Lease 30 s ago: still working, forced only when named
     rc, output = run(workload, '-e', 'vllm_dr_force_unlock=true')
+    assert rc != 0
+    line = re.search(r'"msg": ("the run lock Lease (?:[^"\\]|\\.)*")', output)
+    assert line and re.fullmatch(
+        rf'the run lock Lease {LEASE} in namespace {workload.namespace} is held by {re.escape(OTHER)}, which renewed '
+        rf'it \d+ s ago \(taken {acquired:%Y-%m-%dT%H:%M:%SZ}\): that run is still working, so '
+        r'vllm_dr_force_unlock=true does not take its lock \(a holder counts as dead once it has not renewed for '
+        r'600 s\); wait for it to end, or, to stop it before its next change, re-run with vllm_dr_force_unlock=true '
+        rf'and vllm_dr_force_unlock_holder="{re.escape(OTHER)}"', json.loads(line.group(1))), output[-4000:]
+    assert cluster_state(workload) == before
+    assert lease(workload)['spec']['holderIdentity'] == OTHER
+
+    # the holder's name has spaces: given as JSON
+    rc, output = run(workload, '-e', 'vllm_dr_force_unlock=true', '-e', json.dumps({'vllm_dr_force_unlock_holder': OTHER}))
     assert rc == 0, output[-6000:]
     assert re.search(rf'\[WARNING\]: the run lock Lease {LEASE} in namespace {workload.namespace}: removed the lock of '
                      + re.escape(OTHER), output), output[-4000:]
@@ -80,4 +97,33 @@ def test_check_mode_takes_no_lease_and_an_expired_one_is_taken_over_then_release
     spec = seen.get('spec', {})
     assert re.fullmatch(r'\S+@\S+ run [0-9a-f]{12}', spec.get('holderIdentity', '')), seen
     assert spec['leaseDurationSeconds'] == 1800 and spec['leaseTransitions'] == 1
+    assert lease(workload) is None
+
+
+@pytest.mark.parametrize('report_writable', [True, False], ids=['report-written', 'report-write-failed'])
+def test_detection_with_auto_repair_gives_the_lease_back_also_in_check_mode_and_when_its_report_fails(
+        workload, tmp_path, report_writable):
+    detect = ('-e', 'vllm_dr_auto_repair=true')
+    rc, output = playbook(workload.inventory_path, 'dr_detect.yml', '--check', *detect, env=workload.kube.env)
+    taken = re.search(r'Hold the run lock of the target: acquired\] \*+\n(\w+): \[lab\]', output)
+    assert taken is None or taken.group(1) == 'skipping', output[-4000:]
+    assert lease(workload) is None
+
+    if not report_writable:
+        (tmp_path / 'not-a-directory').write_text('')
+        detect += ('-e', f'vllm_dr_report_dir={tmp_path}/not-a-directory/reports')
+    seen = {}
+    watcher = when(lambda: lease(workload) is not None, lambda: seen.update(lease(workload) or {}), every=0.5)
+    rc, output = playbook(workload.inventory_path, 'dr_detect.yml', *detect, env=workload.kube.env)
+    watcher.join(timeout=5)
+    # the repair ran and took the Lease...
+    assert re.search(r'Hold the run lock of the target: acquired\] \*+\n(\w+): \[lab\]', output).group(1) == 'changed', \
+        output[-6000:]
+    assert re.fullmatch(r'\S+@\S+ run [0-9a-f]{12}', seen.get('spec', {}).get('holderIdentity', '')), seen
+    if report_writable:
+        assert rc == 0, output[-6000:]
+        assert report(workload)['validation']['failed'] == []
+    # ...and gave it back, whether the run passed or its report could not be written
+    assert re.search(r'Hold the run lock of the target: released\] \*+\n(\w+): \[lab\]', output).group(1) == 'changed', \
+        output[-6000:]
     assert lease(workload) is None

@@ -11,6 +11,7 @@ import redis
 
 from harness.lab_runs import running_lab
 from harness.playbooks import playbook, recap
+from harness.reports import report_path
 from harness.sessions import dump_redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -75,7 +76,7 @@ def test_detection_is_quiet_when_healthy_fails_on_the_incident_and_repairs_when_
     assert state(lab)[2] != before[2], 'the gateway was restarted'
     assert lab.refresh('svc')[0] == 200
     assert metrics(textfile)['vllm_dr_detection_repair_started'] == 1
-    report = (lab.reports / 'lab.md').read_text()
+    report = report_path(lab.reports, 'lab.md').read_text()
     assert 'PASSED' in report.splitlines()[0]
 
 

@@ -7,7 +7,8 @@ from xml.etree import ElementTree
 
 
 def report(host, lab_vars, ext):
-    return host.file(f'{lab_vars["vllm_dr_report_dir"]}/lab.{ext}')
+    # each run writes <vllm_dr_report_dir>/<run>/; latest points at the last one
+    return host.file(f'{lab_vars["vllm_dr_report_dir"]}/latest/lab.{ext}')
 
 
 def test_reports_exist_with_private_modes(host, lab_vars):

@@ -112,3 +112,23 @@ def test_the_filter_takes_only_the_marked_hosts_in_inventory_order_and_renders_a
         fleet_filter(['lab'], hostvars)
     with pytest.raises(AnsibleFilterError, match="format 'html' is none of"):
         fleet_filter(fleet, hostvars, format='html')
+
+
+def test_a_report_that_could_not_be_written_fails_a_target_that_passed_validation():
+    unwritten = passed('a')
+    del unwritten['report']
+    unwritten['report_dir'] = '/read-only/reports'
+    unwritten['failure'] = {'step': 'Write the report (JSON, JUnit XML, Markdown)',
+                            'reason': 'cannot write the report file /read-only/reports/a.json (Read-only file system)'}
+    fleet = fleet_report([unwritten, passed('b')], validated=True, generated_at=NOW)
+    line = fleet['targets'][0]
+    assert line['status'] == 'failed' and 'Read-only file system' in line['reason']
+    assert fleet['passed'] is False and fleet['failed'] == ['a']
+    assert fleet['report_dir'] == '/reports', 'beside the reports that were written'
+
+
+def test_the_fleet_report_goes_beside_where_the_targets_reports_were_to_go_when_none_was_written():
+    fleet = fleet_report([{'host': 'x', 'report_dir': '/srv/reports',
+                           'failure': {'step': 'Write the report', 'reason': 'disk full'}}],
+                         validated=True, generated_at=NOW)
+    assert fleet['report_dir'] == '/srv/reports'

@@ -22,7 +22,7 @@ def evidence(cache=None, matched=0, probe='healthy', error_lines=0):
 
 
 def test_recovery_is_not_needed_when_every_piece_of_evidence_is_clean():
-    assert recovery_verdict(evidence(), 'expired') == {'recovery_needed': False, 'reasons': [],
+    assert recovery_verdict(evidence(), 'expired') == {'recovery_needed': False, 'reasons': [], 'evidence': [],
                                                        'probe_classification': 'healthy'}
 
 
@@ -78,3 +78,19 @@ def test_every_reason_is_listed_in_order():
 def test_the_filter_names_missing_evidence_in_one_line():
     with pytest.raises(AnsibleFilterError, match="lacks or mistypes 'logs'"):
         verdict_filter({'cache': CLEAN_CACHE, 'sessions': {'matched': 0}, 'probe': None}, 'expired')
+
+
+def test_evidence_leaves_out_the_probe_and_its_own_session():
+    """What a repair may rest on: never the probe's answer, nor the probe session among the sessions to sweep."""
+    own = dict(evidence(matched=1, probe={'classification': 'stale_token'}), sessions={'matched': 1, 'watched_matched': True})
+    result = recovery_verdict(own, 'revoked')
+    assert result['recovery_needed'] and result['evidence'] == []
+    more = dict(own, sessions={'matched': 3, 'watched_matched': True})
+    assert recovery_verdict(more, 'revoked')['evidence'] == ["2 sessions to sweep beyond the probe's own (revoked)"]
+
+
+def test_evidence_counts_a_stale_cache_and_error_lines_about_other_sessions():
+    found = evidence(cache={'stale': True, 'stale_reason': 'cache older than the restore'}, error_lines=7)
+    found['logs']['other_session_lines'] = 4
+    assert recovery_verdict(found, 'expired')['evidence'] == [
+        'cache older than the restore', "4 token error lines in the service log about sessions other than the probe's"]

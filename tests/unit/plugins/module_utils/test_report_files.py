@@ -19,7 +19,7 @@ def mode_of(path):
 def test_writes_every_file_into_a_new_private_directory(tmp_path):
     directory = str(tmp_path / 'reports' / 'run-1')
     result = write_report(directory, {'a.json': '{}', 'a.md': '# a\n'}, 0o640, 0o700)
-    assert result == {'changed': True, 'created_directory': True, 'unchanged': [],
+    assert result == {'changed': True, 'created_directory': True, 'unchanged': [], 'latest': None,
                       'written': [os.path.join(directory, 'a.json'), os.path.join(directory, 'a.md')]}
     assert mode_of(directory) == 0o700
     assert (tmp_path / 'reports' / 'run-1' / 'a.md').read_text() == '# a\n'
@@ -124,3 +124,44 @@ def test_modes_are_octal_strings(value, expected):
             parse_mode(value, 'directory_mode')
     else:
         assert parse_mode(value, 'mode') == expected
+
+
+@pytest.mark.parametrize('trailing', ['', '/'])
+def test_a_symlinked_report_directory_is_refused_and_nothing_is_written_where_it_points(tmp_path, trailing):
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    (elsewhere / 'a.json').write_text('kept')
+    os.symlink(elsewhere, tmp_path / 'reports')
+    with pytest.raises(ReportError, match=r'^path .*reports is a symbolic link to .*elsewhere; give the real '
+                                          r'directory') as refused:
+        write_report(str(tmp_path / 'reports') + trailing, {'a.json': '{}', 'b.md': 'x'}, 0o640, 0o700)
+    assert '\n' not in str(refused.value)
+    assert (elsewhere / 'a.json').read_text() == 'kept' and sorted(os.listdir(elsewhere)) == ['a.json']
+
+
+def test_a_dangling_link_in_place_of_the_report_directory_is_refused(tmp_path):
+    os.symlink(tmp_path / 'missing', tmp_path / 'reports')
+    with pytest.raises(ReportError, match='is a symbolic link'):
+        write_report(str(tmp_path / 'reports'), {'a.json': '{}'}, 0o640, 0o700)
+    assert not os.path.exists(tmp_path / 'missing')
+
+
+def test_two_runs_sharing_a_report_directory_keep_their_own_files_and_latest_names_the_last(tmp_path):
+    first = write_report(str(tmp_path / 'reports' / 'run-1'), {'lab.json': '{"passed": false}'}, 0o640, 0o700,
+                         latest='latest')
+    write_report(str(tmp_path / 'reports' / 'run-2'), {'lab.json': '{"passed": true}'}, 0o640, 0o700, latest='latest')
+    assert first['latest'] == str(tmp_path / 'reports' / 'latest')
+    assert (tmp_path / 'reports' / 'run-1' / 'lab.json').read_text() == '{"passed": false}', 'never overwritten'
+    assert os.readlink(tmp_path / 'reports' / 'latest') == 'run-2'
+    assert (tmp_path / 'reports' / 'latest' / 'lab.json').read_text() == '{"passed": true}'
+    assert sorted(os.listdir(tmp_path / 'reports')) == ['latest', 'run-1', 'run-2'], 'no temporary link left'
+
+
+def test_latest_that_is_not_a_link_or_a_linked_parent_is_refused(tmp_path):
+    (tmp_path / 'reports' / 'latest').mkdir(parents=True)
+    with pytest.raises(ReportError, match='latest: .*latest exists and is not a symbolic link; remove it'):
+        write_report(str(tmp_path / 'reports' / 'run-1'), {'a.json': '{}'}, 0o640, 0o700, latest='latest')
+    os.symlink(tmp_path / 'reports', tmp_path / 'linked')
+    with pytest.raises(ReportError, match='the parent of path .*linked is a symbolic link'):
+        write_report(str(tmp_path / 'linked' / 'run-2'), {'a.json': '{}'}, 0o640, 0o700, latest='other')
+    assert sorted(os.listdir(tmp_path / 'reports')) == ['latest'], 'refused before anything was written'

@@ -9,11 +9,13 @@ import time
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _run_lock
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._run_lock import LockHeld, acquire, current_time, release
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._run_lock import (
+    LockHeld, LockLost, acquire, current_time, hold, release)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import session_store_argument_spec
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_run_lock
 from harness.modules import run_module
+from harness.servers import EtcdServer, RedisServer
 
 ALICE = 'alice@ctl run 0000aaaa'
 BOB = 'bob@ctl run 1111bbbb'
@@ -128,18 +130,152 @@ def test_of_two_runs_taking_one_expired_lock_only_one_gets_it(store_params):
         store.close()
 
 
-def test_force_takes_over_or_removes_the_lock_of_another_run(store_params):
+def test_force_takes_over_or_removes_the_lock_of_a_run_that_stopped_renewing_it(store_params):
     lock, store = _lock(store_params)
     try:
-        acquire(lock, ALICE, 60, current_time())
-        taken = acquire(lock, BOB, 60, current_time(), force=True)
+        # taken, and last renewed, 700 s ago: more than stale_after (600), its run is dead
+        acquire(lock, ALICE, 1800, current_time() - 700)
+        taken = acquire(lock, BOB, 1800, current_time(), force=True)
         assert taken['action'] == 'taken_over' and taken['previous_holder']['owner'] == ALICE
         assert lock.read().owner == BOB
-        removed = release(lock, 'a human', current_time(), force=True)
+        # BOB renews it (it just took it): removed by hand only when named
+        removed = release(lock, 'a human', current_time(), force=True, force_holder=BOB)
         assert removed['action'] == 'released' and removed['previous_holder']['owner'] == BOB
         assert lock.read() is None
     finally:
         store.close()
+
+
+LIVE = (r'the run lock {where} is held by alice@ctl run 0000aaaa, which renewed it \d+ s ago \(taken '
+        r'\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ\): that run is still working, so vllm_dr_force_unlock=true does not '
+        r'take its lock \(a holder counts as dead once it has not renewed for 600 s\); wait for it to end, or, to '
+        r'stop it before its next change, re-run with vllm_dr_force_unlock=true and '
+        r'vllm_dr_force_unlock_holder="alice@ctl run 0000aaaa"')
+
+
+def test_force_refuses_the_lock_of_a_run_still_renewing_it_unless_the_holder_is_named(store_params):
+    lock, store = _lock(store_params)
+    try:
+        # taken 700 s ago, renewed just now: its run is working
+        acquire(lock, ALICE, 1800, current_time() - 700)
+        hold(lock, ALICE, 1800, current_time())
+        for attempt in (lambda: acquire(lock, BOB, 60, current_time(), force=True),
+                        lambda: release(lock, 'a human', current_time(), force=True),
+                        lambda: acquire(lock, BOB, 60, current_time(), force=True, force_holder='someone else')):
+            with pytest.raises(StoreError) as refused:
+                attempt()
+            assert re.fullmatch(LIVE.format(where=_where(lock)), str(refused.value)), str(refused.value)
+            assert lock.read().owner == ALICE
+        taken = acquire(lock, BOB, 60, current_time(), force=True, force_holder=ALICE)
+        assert taken['action'] == 'taken_over' and lock.read().owner == BOB
+    finally:
+        store.close()
+
+
+def test_a_run_renews_its_lock_before_each_change_and_keeps_when_it_took_it(store_params):
+    lock, store = _lock(store_params)
+    try:
+        taken = acquire(lock, ALICE, 5, current_time() - 100)
+        renewed = hold(lock, ALICE, 60, current_time(), before='the restart')
+        assert renewed['action'] == 'renewed' and renewed['holder']['acquired_at'] == taken['holder']['acquired_at']
+        seen = lock.read()
+        assert seen.expires_at - current_time() > 40 and current_time() - seen.renewed_at < 5
+    finally:
+        store.close()
+
+
+LOST = (r'the run lock {where} is no longer held by this run \(alice@ctl run 0000aaaa\): {why}; stopped before the '
+        r'next change \(the restart\) so that two runs never change the target at once; check what the other run '
+        r'did, then re-run')
+
+
+def test_a_run_whose_lock_expired_or_was_taken_stops_before_its_next_change_with_one_line(store_params):
+    lock, store = _lock(store_params)
+    try:
+        acquire(lock, ALICE, 1, current_time())
+        deadline = time.monotonic() + 10
+        while lock.read() is not None:
+            assert time.monotonic() < deadline, 'the lock never expired'
+            time.sleep(0.2)
+        with pytest.raises(LockLost) as expired:
+            hold(lock, ALICE, 60, current_time(), before='the restart')
+        why = r'it expired \(no renewal within its duration\) and nobody holds it now'
+        assert re.fullmatch(LOST.format(where=_where(lock), why=why), str(expired.value)), str(expired.value)
+        assert lock.read() is None
+
+        acquire(lock, ALICE, 60, current_time() - 700)
+        acquire(lock, BOB, 60, current_time(), force=True)
+        with pytest.raises(LockLost) as taken:
+            hold(lock, ALICE, 60, current_time(), before='the restart')
+        why = r'bob@ctl run 1111bbbb took it at \S+Z'
+        assert re.fullmatch(LOST.format(where=_where(lock), why=why), str(taken.value)), str(taken.value)
+        assert lock.read().owner == BOB
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize('renamed, command', [
+    (['EVAL', 'EVALSHA'], 'EVALSHA'),
+    (['EVALSHA'], 'EVALSHA'),
+    (['SCRIPT'], 'SCRIPT'),
+])
+def test_a_redis_that_cannot_run_the_release_script_is_refused_before_the_lock_is_taken(tmp_path, renamed, command):
+    config = [f'rename-command {name} ""' for name in renamed]
+    with RedisServer(workdir=str(tmp_path / 'redis'), config=config) as server:
+        lock, store = _lock(_params(login_host='127.0.0.1', login_port=server.port))
+        try:
+            with pytest.raises(StoreError) as refused:
+                acquire(lock, ALICE, 60, current_time())
+        finally:
+            store.close()
+        message = str(refused.value)
+        assert '\n' not in message
+        assert message.startswith(f'the run lock vllm_dr:lock:t in Redis cannot be taken: the Redis server refused '
+                                  f'{command} (')
+        assert message.endswith(f'so it is not taken with SET NX alone and nothing was changed; remove the '
+                                f'rename-command line for {command} from the Redis configuration (EVALSHA and '
+                                'SCRIPT must both keep their names) and restart Redis, then re-run'), message
+        assert server.client().keys('*') == []
+
+
+def test_a_redis_user_denied_evalsha_is_refused_with_the_grant_before_the_lock_is_taken(tmp_path):
+    admin = ('admin', 'admin-pass')
+    config = ['user default off', 'user locker on >locker-pass ~* &* +@all -evalsha']
+    with RedisServer(workdir=str(tmp_path / 'redis'), config=config, admin=admin) as server:
+        lock, store = _lock(_params(login_host='127.0.0.1', login_port=server.port, login_user='locker',
+                                    login_password='locker-pass'))
+        try:
+            with pytest.raises(StoreError) as refused:
+                acquire(lock, ALICE, 60, current_time())
+        finally:
+            store.close()
+        assert re.fullmatch(r'the run lock vllm_dr:lock:t in Redis cannot be taken: the Redis server refused EVALSHA '
+                            r'\(.*\); the lock is renewed, released and forced only through EVALSHA and SCRIPT LOAD, so '
+                            r'it is not taken with SET NX alone and nothing was changed; grant it to the store user '
+                            r'\(ACL SETUSER <user> \+evalsha \+script\|load\), or give login_user a user that has it, '
+                            r'then re-run', str(refused.value)), str(refused.value)
+        assert server.client().keys('*') == []
+
+
+@pytest.mark.parametrize('grants, operation', [
+    ({'vllm/session/': 'READWRITE'}, 'reading'),
+    ({'vllm/session/': 'READWRITE', 'vllm_dr/lock/': 'READ'}, 'deleting or writing'),
+])
+def test_an_etcd_user_without_rights_on_the_lock_is_told_the_lock_prefix_and_readwrite(tmp_path, grants, operation):
+    with EtcdServer(workdir=str(tmp_path / 'etcd')) as server:
+        server.enable_auth({'sweeper': ('sweeper-pass', grants)})
+        params = _params(backend='etcd', etcd_endpoints=[server.url], etcd_user='sweeper', etcd_password='sweeper-pass')
+        lock, store = _lock(params)
+        try:
+            with pytest.raises(StoreError) as refused:
+                acquire(lock, ALICE, 60, current_time())
+        finally:
+            store.close()
+        assert re.fullmatch(
+            rf"etcd at \S+ denied {operation} under the prefix 'vllm_dr/lock/' to user 'sweeper' \(.*\); grant its "
+            r"role readwrite on that prefix \(etcdctl role grant-permission ROLE --prefix readwrite vllm_dr/lock/\), "
+            r"or fix etcd_user", str(refused.value)), str(refused.value)
+        assert server.keys('vllm_dr/lock/') == {}
 
 
 def test_check_mode_takes_and_releases_nothing(store_params):
@@ -212,6 +348,9 @@ class _Unread:
 
     def read(self):
         return None
+
+    def can_release(self):
+        return self._lock.can_release()
 
     def create(self, owner, duration, now):
         return self._lock.create(owner, duration, now)

@@ -324,9 +324,24 @@ def test_restore_backs_up_the_current_cache_first(tmp_path, cache_path):
     make_cache(cache_path, expiring(4))
     old = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(tmp_path / 'bk'))['backup_files'][0]
     make_cache(cache_path, expiring(2, prefix='new-'))
-    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, backup_dir=str(tmp_path / 'bk2'))
+    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, backup_dir=str(tmp_path / 'bk2'),
+                    merge=False)
     assert len(row_ids(cache_path)) == 4
     assert row_ids(result['backup_files'][0]) == ['new-000000', 'new-000001']
+
+
+def test_restore_merges_the_removed_rows_into_the_rows_written_since(tmp_path, cache_path):
+    make_cache(cache_path, expiring(4))
+    old = manage(TokenCache(cache_path), 'absent', NOW, backup_dir=str(tmp_path / 'bk'))['backup_files'][0]
+    make_cache(cache_path, expiring(2, prefix='new-') + [('0x000001', 4e9)])
+    checked = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, check_mode=True)
+    assert checked['changed'] is True and checked['restored_rows'] == 3 and len(row_ids(cache_path)) == 3
+    result = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, backup_dir=str(tmp_path / 'bk2'))
+    assert (result['restored_rows'], result['kept_rows'], result['restored_files']) == (3, 3, [])
+    assert row_ids(cache_path) == ['0x000000', '0x000001', '0x000002', '0x000003', 'new-000000', 'new-000001']
+    assert row_ids(result['backup_files'][0]) == ['0x000001', 'new-000000', 'new-000001']
+    again = manage(TokenCache(cache_path), 'restored', NOW, restore_from=old, backup_dir=str(tmp_path / 'bk3'))
+    assert again['changed'] is False and again['restored_rows'] == 0
 
 
 def test_restore_check_mode_changes_nothing(tmp_path, cache_path):
