@@ -172,10 +172,11 @@ def hold(backend, owner: str, duration: int, now: float, before: str = '', check
         try:
             backend.replace(current, owner, duration, now, current.acquired_at)
         except (LockHeld, StoreError):
-            # it changed between the read and the renewal: expired, or taken by another run meanwhile
+            # it changed between the read and the renewal: renewed by another host of this run (hosts sharing one
+            # store renew it in parallel), or expired, or taken by another run meanwhile
             newer = backend.read()
             if newer is not None and newer.owner == owner:
-                raise
+                return _outcome('renewed', None, backend, owner, now, duration, since=newer.acquired_at)
             raise LockLost(lost(backend.where, owner, newer, before, now), refused=True) from None
     return _outcome('renewed', None, backend, owner, now, duration, since=current.acquired_at)
 

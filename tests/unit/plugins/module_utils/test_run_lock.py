@@ -339,6 +339,37 @@ def test_hosts_of_one_run_racing_for_the_lock_share_it(store_params):
         store.close()
 
 
+def test_hosts_of_one_run_renewing_the_lock_at_once_both_keep_it(store_params):
+    lock, store = _lock(store_params)
+    try:
+        acquire(lock, ALICE, 60, current_time())
+        seen = lock.read()
+        # the other host of the run renewed it between this host's read and its renewal
+        hold(lock, ALICE, 60, current_time(), before='the sweep')
+        renewed = hold(_ReadOnce(lock, seen), ALICE, 60, current_time(), before='the sweep')
+        assert renewed['action'] == 'renewed' and lock.read().owner == ALICE
+        # a renewal that lost the lock to another run still stops the run
+        lock.replace(lock.read(), BOB, 60, current_time(), current_time())
+        with pytest.raises(LockLost):
+            hold(_ReadOnce(lock, seen), ALICE, 60, current_time(), before='the sweep')
+    finally:
+        store.close()
+
+
+class _ReadOnce:
+    """The lock as a host read it before another host changed it: ``seen`` first, then as it is."""
+
+    def __init__(self, lock, seen):
+        self._lock, self._seen = lock, [seen]
+        self.where = lock.where
+
+    def read(self):
+        return self._seen.pop() if self._seen else self._lock.read()
+
+    def replace(self, current, owner, duration, now, acquired_at):
+        return self._lock.replace(current, owner, duration, now, acquired_at)
+
+
 class _Unread:
     """The lock as a host saw it just before another host created it: free."""
 
