@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from xml.etree import ElementTree
 
@@ -14,6 +13,7 @@ import pytest
 import redis
 import yaml
 
+from harness.caches import cache_rows
 from harness.lab_runs import incident_lab
 from harness.playbooks import playbook as run_playbook
 from harness.playbooks import recap
@@ -47,14 +47,6 @@ def digest(path: str):
         return None
     with open(path, 'rb') as handle:
         return hashlib.sha256(handle.read()).hexdigest()
-
-
-def cache_rows(path: str) -> dict:
-    conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
-    try:
-        return {row[0]: row[1:] for row in conn.execute('SELECT * FROM tokens')}
-    finally:
-        conn.close()
 
 
 def store(lab):

@@ -9,6 +9,7 @@ import subprocess
 
 import yaml
 
+from harness.caches import cache_rows
 from harness.k8s import CONFIG_NOTE
 from harness.k8s_runbook import (cluster_state, current_hash, digest, pod_hashes, rbac_documents, report, run,
                                  service_account_kubeconfig, store, when_logged)
@@ -20,7 +21,7 @@ from harness.sessions import dump_redis
 def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(workload):
     before_pods = {pod['metadata']['name'] for pod in workload.pods()}
     before_hash = current_hash(workload)
-    before_cache = digest(workload.lab.cache_path)
+    before_cache = cache_rows(workload.lab.cache_path)
     before_store = dump_redis(store(workload))
     assert len(before_pods) == 2
     assert workload.lab.refresh('svc')[0] == 401
@@ -89,15 +90,18 @@ def test_drill_on_the_control_plane_diagnoses_purges_restarts_and_validates(work
     assert recap(output)['changed'] == 0, output[-4000:]
     assert workload.deployment()['metadata']['generation'] == generation
 
-    # the rollback puts the first run's one backup back through the pods running now, byte for byte
+    # the rollback merges the first run's one backup back through the pods running now: every row the run removed
     rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f"vllm_dr_rollback_dir={purge['backup_dir']}",
                           env=workload.kube.env)
     assert rc == 0, output[-4000:]
     for pod in sorted(pod['metadata']['name'] for pod in pods):
         assert f'{workload.namespace}/{pod}: {workload.namespace}_{first}/' in output, output[-4000:]
-    assert digest(workload.lab.cache_path) == before_cache
     # every swept session is back; the service's own session was signed in again by the restarted gateway
-    service = f"vllm:session:{workload.lab.state['service_session']}".encode()
+    service_session = workload.lab.state['service_session']
+    service = f"vllm:session:{service_session}".encode()
+    cached = cache_rows(workload.lab.cache_path)
+    assert {sid: row for sid, row in cached.items() if sid != service_session} == {
+        sid: row for sid, row in before_cache.items() if sid != service_session}, cached.keys()
     after_store = dump_redis(store(workload))
     assert {k: v for k, v in after_store.items() if k != service} == \
         {k: v for k, v in before_store.items() if k != service}

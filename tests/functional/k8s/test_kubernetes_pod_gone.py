@@ -61,8 +61,11 @@ def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_com
     assert match, output[-6000:]
     assert 'deserialization' not in output and 'Traceback' not in output
     # what it did is what it says: the first pod's backup is on the controller, private; nothing else changed
-    fetched = [os.path.join(walked[0], name) for walked in os.walk(match.group(1)) for name in walked[2]]
-    assert [os.path.basename(path).split('.')[0] for path in fetched] == ['token_cache'], fetched
+    files = [os.path.join(walked[0], name) for walked in os.walk(match.group(1)) for name in walked[2]]
+    fetched = [path for path in files if os.path.basename(path) != 'target.json']
+    assert [os.path.basename(path).split('.')[0] for path in fetched] == ['token_cache'], files
+    # beside it, the record of the target the run directory belongs to (a rollback checks it)
+    assert os.path.join(match.group(1), 'target.json') in files, files
     assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
     assert dump_redis(store(workload)) == store_before
     assert workload.config_map()['data'] == config_before

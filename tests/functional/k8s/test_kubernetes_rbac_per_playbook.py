@@ -75,7 +75,8 @@ def test_each_playbook_runs_with_its_shipped_role_and_names_each_rule_taken_away
     if name == 'dr_rollback.yml':
         for pod in sorted(p['metadata']['name'] for p in workload.pods()):
             backup_set(rollback_dir, namespace, pod, 'the cache before the run')
-        extra = ('-e', f'vllm_dr_rollback_dir={rollback_dir}')
+        # the hand-made backups have no primary key to merge by: each replaces its pod's cache
+        extra = ('-e', f'vllm_dr_rollback_dir={rollback_dir}', '-e', 'vllm_dr_rollback_replace_cache=true')
     try:
         account = 'vllm-dr-all'
         grant(kube, namespace, velero_ns, account, roles)

@@ -49,8 +49,10 @@ def cache_files(workload) -> dict:
 
 
 def rollback(workload, run_dir, *extra):
-    return playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run_dir}', *extra,
-                    env=workload.kube.env)
+    # which backup set goes into which pod is judged by the files the pod then holds: each set replaces the cache
+    # (vllm_dr_rollback_replace_cache) rather than being merged into it
+    return playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run_dir}',
+                    '-e', 'vllm_dr_rollback_replace_cache=true', *extra, env=workload.kube.env)
 
 
 def test_each_pod_still_running_gets_its_own_backup_back_with_its_sidecars(healthy_workload, tmp_path):
