@@ -38,7 +38,7 @@ options:
         send (C(SCAN), C(HGETALL), C(GET), C(PTTL), C(SCRIPT LOAD), C(EVALSHA), C(HMGET), C(TYPE), C(UNLINK),
         C(EXISTS), C(TIME), C(HSET), C(SET), C(PEXPIREAT)) with a session key; the user needs C(+acl|dryrun) for
         it. etcd is asked with a transaction whose comparison never holds and whose other branch would delete the
-        prefix: etcd checks both branches' permissions and runs neither.
+        prefix; etcd checks both branches' permissions and runs neither.
       - Where the server has no C(ACL DRYRUN) or the user may not run it, RV(permissions.checked) is V(false) with
         the reason; nothing is guessed.
     type: bool

@@ -133,8 +133,17 @@ def refusal(permissions, location: str) -> str | None:
     if not permissions or not permissions.get('checked'):
         return None
     problems = []
-    if permissions['missing']:
-        problems.append(f'may not run {", ".join(permissions["missing"])}; grant it: {permissions["grant"]}')
+    commands = [name for name in permissions['missing'] if not name.startswith(('keys ', 'readwrite '))]
+    keys = [name.split(' ', 1)[1] for name in permissions['missing'] if name.startswith('keys ')]
+    prefixes = [name for name in permissions['missing'] if name.startswith('readwrite ')]
+    if commands:
+        problems.append(f'may not run {", ".join(commands)}')
+    if keys:
+        problems.append(f'may not delete or write the keys {", ".join(keys)}')
+    if prefixes:
+        problems.append(f'has no {", ".join(prefixes)}')
+    if permissions['grant']:
+        problems.append(f'grant it: {permissions["grant"]}')
     if permissions['renamed']:
         problems.append(f'the server knows no {", ".join(c.upper() for c in permissions["renamed"])} (renamed away '
                         f'with rename-command): remove that rename-command line and restart the server')

@@ -8,7 +8,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permiss
     REDIS_NEEDS, judge_etcd, judge_redis, probe_key, refusal, unchecked)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import DELETE_SCRIPT, RESTORE_SCRIPT
 
-ALL_OK = [(name, b'OK') for name, _ in REDIS_NEEDS]
+ALL_OK = [(name, b'OK') for name, _command in REDIS_NEEDS]
 
 
 def denied(name):
@@ -22,7 +22,7 @@ def test_user_allowed_everything_is_refused_nothing():
 
 
 def test_user_that_may_not_unlink_is_refused_in_one_line_naming_the_command_and_the_grant():
-    answers = [(name, denied(name) if name == 'unlink' else 'OK') for name, _ in REDIS_NEEDS]
+    answers = [(name, denied(name) if name == 'unlink' else 'OK') for name, _command in REDIS_NEEDS]
     verdict = judge_redis('reader', 'vllm:session:*', answers)
     assert verdict['missing'] == ['unlink'] and verdict['grant'] == 'ACL SETUSER reader +unlink'
     line = refusal(verdict, 'redis 127.0.0.1:6379')
@@ -40,11 +40,13 @@ def test_keys_the_user_may_not_write_are_granted_by_the_key_pattern():
     answers = [('unlink', "This user has no permissions to access the 'vllm:session:x' key"), ('get', b'OK')]
     verdict = judge_redis('sweeper', 'vllm:session:*', answers)
     assert verdict['missing'] == ['keys vllm:session:*'] and verdict['grant'] == 'ACL SETUSER sweeper ~vllm:session:*'
+    assert ('may not delete or write the keys vllm:session:*; grant it: ACL SETUSER sweeper ~vllm:session:*'
+            in refusal(verdict, 'redis x'))
 
 
 def test_renamed_command_is_named_with_rename_command_not_an_acl_grant():
-    verdict = judge_redis('sweeper', 'vllm:session:*', [('unlink', Exception("ERR Command 'unlink' not found")),
-                                                         ('get', b'OK')])
+    answers = [('unlink', Exception("ERR Command 'unlink' not found")), ('get', b'OK')]
+    verdict = judge_redis('sweeper', 'vllm:session:*', answers)
     assert verdict['renamed'] == ['unlink'] and verdict['grant'] is None
     assert 'rename-command' in refusal(verdict, 'redis x') and 'UNLINK' in refusal(verdict, 'redis x')
 
@@ -58,7 +60,8 @@ def test_etcd_user_without_readwrite_is_told_the_etcdctl_grant():
     verdict = judge_etcd('reader', 'vllm/session/', allowed=False)
     assert verdict['missing'] == ['readwrite on vllm/session/']
     assert verdict['grant'] == 'etcdctl role grant-permission <role of reader> readwrite vllm/session/ --prefix'
-    assert verdict['grant'] in refusal(verdict, 'etcd http://127.0.0.1:2379')
+    assert ('has no readwrite on vllm/session/; grant it: etcdctl role grant-permission <role of reader> readwrite '
+            'vllm/session/ --prefix') in refusal(verdict, 'etcd http://127.0.0.1:2379')
     assert refusal(judge_etcd('sweeper', 'vllm/session/', allowed=True), 'etcd x') is None
 
 
@@ -70,9 +73,9 @@ def test_probe_key_matches_the_pattern():
 def test_every_command_the_delete_and_restore_scripts_call_is_asked():
     called = set(re.findall(r"pcall\('([A-Z]+)'|call\('([A-Z]+)'", DELETE_SCRIPT + RESTORE_SCRIPT))
     called = {(a or b).lower() for a, b in called}
-    assert called and called <= {name for name, _ in REDIS_NEEDS}, called
+    assert called and called <= {name for name, _command in REDIS_NEEDS}, called
 
 
 def test_every_command_the_sweep_reads_with_is_asked():
-    asked = {name for name, _ in REDIS_NEEDS}
+    asked = {name for name, _command in REDIS_NEEDS}
     assert {'scan', 'hgetall', 'get', 'pttl', 'script|load', 'evalsha', 'exists'} <= asked
