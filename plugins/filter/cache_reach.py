@@ -14,8 +14,11 @@ description:
   - C(shared) (a PersistentVolumeClaim or a network file system every replica mounts) reads and purges the first pod
     only; C(per_node) (a hostPath) one pod per node; C(restart) (an emptyDir, a generic ephemeral volume, or the
     container's own file system) purges in no pod, since the restart replaces every pod and its cache with it, and
-    reads the first pod as evidence; C(per_pod) (any other volume, a subPathExpr, or a relative path with no
-    workingDir) every pod.
+    reads the first pod as evidence; C(per_pod) (any other volume, a subPathExpr) every pod.
+  - Where the cache is, is resolved from the container's workingDir, the mount that holds the cache (the file itself
+    or the deepest directory above it, compared by path components) and its subPath or subPathExpr; and how O(method)
+    reaches it there, with the backup directory on the cache's own volume. What cannot be resolved or reached is
+    RV(_value.problem), one line; nothing is guessed.
 options:
   _input:
     description: The Deployment, as kubernetes.core.k8s_info returns it.
@@ -34,6 +37,17 @@ options:
     description: The name of the vLLM container.
     type: str
     required: true
+  method:
+    description: The purge method (C(vllm_dr_k8s_purge_method)) whose reach is decided.
+    type: str
+    default: exec
+    choices: [exec, init_container, velero_hook]
+  pod_backup_dir:
+    description:
+      - Where the purge keeps its backups in the container (C(vllm_dr_k8s_pod_backup_dir)); it must be on the
+        volume that holds the cache. Empty for beside the cache, C(<cache directory>/.vllm_dr_backups).
+    type: str
+    default: ''
 author:
   - inferops SRE (@inferops)
 """
@@ -70,13 +84,34 @@ _value:
     reason:
       description: One line that says why.
       type: str
+    location:
+      description: The cache's absolute path inside the container.
+      type: str
+    path_in_volume:
+      description: The cache's path inside its volume (the subPath or subPathExpr joined to the rest); empty when
+        the volume itself is the file, none on the container's file system.
+      type: str
+    where:
+      description: The cache's place in words, for a report.
+      type: str
+    init:
+      description: For C(init_container), the init container's C(mount) (the same volume and subPath) and the
+        C(env) entries its subPathExpr reads.
+      type: dict
+    backup_dir:
+      description: The backup directory inside the purging container, on the cache's volume; none when nothing is
+        purged inside a container.
+      type: str
+    problem:
+      description: None, or the one line why the cache cannot be resolved or reached by O(method).
+      type: str
 """
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _cache_reach
 
 
-def cache_reach(deployment, pods, cache_path, container):
-    return _cache_reach(deployment, pods, cache_path, container)
+def cache_reach(deployment, pods, cache_path, container, method='exec', pod_backup_dir=''):
+    return _cache_reach(deployment, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '')
 
 
 class FilterModule:

@@ -59,11 +59,19 @@ options:
     type: list
     elements: str
     default: []
-  pod_backup_dir:
+  quotas:
     description:
-      - Where the purge keeps its backups inside each pod (C(vllm_dr_k8s_pod_backup_dir)); a relative path is a
-        problem. Not checked when omitted.
-    type: str
+      - The namespace's ResourceQuotas. The restart starts up to maxSurge new pods before it stops old ones; a quota
+        (without scopes) whose status leaves no room for them (pods, cpu, memory, ephemeral-storage, requests and
+        limits) is a problem that names it and how to make room.
+    type: list
+    elements: dict
+    default: []
+  limit_ranges:
+    description: The namespace's LimitRanges, whose container defaults count for a container that sets no request.
+    type: list
+    elements: dict
+    default: []
 author:
   - inferops SRE (@inferops)
 """

@@ -9,8 +9,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
-import posixpath
-
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import holds
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import (
     EXCLUDES, CLAIMED, VeleroError, cache_volume, deployment_for, excludes, named, policy_skips, restore_purge,
     template_annotations)
@@ -26,11 +25,6 @@ class AuditError(ValueError):
     """The facts the audit gathered are not what it needs."""
 
 
-def _under(path: str, prefix: str) -> bool:
-    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
-    return prefix == '/' or path == prefix or path.startswith(prefix + '/')
-
-
 def _item(key, prevention, name, ok, detail, fix, status=None) -> dict:
     return {'id': key, 'prevention': prevention, 'name': name, 'status': status or (PASS if ok else FAIL),
             'detail': detail, 'fix': '' if ok and status is None else fix}
@@ -42,8 +36,8 @@ def cache_outside_snapshots(cache: dict, snapshot: dict) -> dict:
            'the snapshot does not include; list that path in vllm_dr_audit_snapshot_excludes' % cache['path'])
     if not cache['exists']:
         return _item('cache_outside_snapshots', 'P3', name, True, 'no token cache on disk at %s' % cache['path'], fix)
-    excluded = [p for p in snapshot['excludes'] if _under(cache['path'], p)]
-    included = [p for p in snapshot['includes'] if _under(cache['path'], p)]
+    excluded = [p for p in snapshot['excludes'] if holds(p, cache['path'])]
+    included = [p for p in snapshot['includes'] if holds(p, cache['path'])]
     if excluded or not included:
         why = ('excluded by %s' % excluded[0]) if excluded else 'not under a snapshotted path'
         return _item('cache_outside_snapshots', 'P3', name, True, '%s on disk, %s' % (cache['path'], why), fix)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import posixpath
 
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
+
 EXCLUDES = 'backup.velero.io/backup-volumes-excludes'
 # The volumes this collection added to EXCLUDES, so that removing the exclusion takes out only those and never an
 # entry the operator listed.
@@ -39,11 +41,6 @@ def skip_rule() -> dict:
 def _has_labels(labels, wanted) -> bool:
     labels = labels or {}
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
-
-
-def _under(path: str, prefix: str) -> bool:
-    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
-    return prefix == '/' or path == prefix or path.startswith(prefix + '/')
 
 
 def _template(deployment) -> dict:
@@ -78,21 +75,20 @@ def deployment_for(deployments, selector: str, name: str = '') -> dict:
 
 
 def cache_volume(deployment, container: str, cache_path: str):
-    """The pod volume that holds cache_path in the container: name, type, mount path and claim; None when the cache
-    is on the container's own file system."""
-    spec = _template(deployment).get('spec') or {}
-    containers = [item for item in spec.get('containers') or [] if item.get('name') == container]
-    if not containers:
-        raise VeleroError('Deployment %s has no container %s; set vllm_dr_k8s_container'
-                          % (deployment['metadata']['name'], container))
-    mounts = [mount for mount in containers[0].get('volumeMounts') or [] if _under(cache_path, mount['mountPath'])]
-    if not mounts:
+    """The pod volume that holds cache_path in the container (module_utils/_cache_path.py resolves it): name, type,
+    mount path, claim, sub_path and the path inside the volume; None when the cache is on the container's own file
+    system. VeleroError when the place cannot be resolved."""
+    try:
+        resolved = resolve(_template(deployment).get('spec') or {}, container, cache_path,
+                           'Deployment %s' % deployment['metadata']['name'])
+    except CachePathError as exc:
+        raise VeleroError(str(exc)) from exc
+    if resolved['mount'] is None:
         return None
-    mount = max(mounts, key=lambda item: len(posixpath.normpath(item['mountPath'])))
-    volume = next((item for item in spec.get('volumes') or [] if item.get('name') == mount['name']), {})
-    kind = next((key for key in volume if key != 'name'), 'unknown')
-    claim = (volume.get('persistentVolumeClaim') or {}).get('claimName')
-    return {'name': mount['name'], 'type': kind, 'mount_path': mount['mountPath'], 'claim': claim}
+    claim = resolved['source'].get('claimName') if resolved['kind'] == 'persistentVolumeClaim' else None
+    return {'name': resolved['volume'], 'type': resolved['kind'], 'mount_path': resolved['mount']['mountPath'],
+            'claim': claim, 'sub_path': resolved['sub_path_expr'] or resolved['sub_path'],
+            'path_in_volume': resolved['path_in_volume'], 'location': resolved['location']}
 
 
 def excludes(value) -> list:

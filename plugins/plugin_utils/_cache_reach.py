@@ -12,44 +12,35 @@ The one place that decides it. The kind of volume tells how many copies of the c
   the container's own file system). The restart replaces every pod and with it every copy: the restart is the purge,
   no exec is needed, and nothing that would survive the restart is deleted (so there is nothing to back up). The
   diagnosis still reads one copy, as evidence of what the restart discards.
-- per_pod: anything else (a CSI volume, a subPathExpr that may name a directory per pod, a relative path with no
-  working directory to resolve it): every pod, as before.
+- per_pod: anything else (a CSI volume, a subPathExpr that may name a directory per pod): every pod, as before.
+Where the cache is (the path against workingDir, the mount that holds it, its subPath or subPathExpr) is resolved by
+module_utils/_cache_path.py, which the audit and dr_harden read too; with it this decides how the purge reaches the
+cache for the method asked (exec inside the container, the init container on the same subPath, the restart) and
+where its backups go (on the cache's own volume). What cannot be resolved or reached is `problem`, one line the run
+stops on before its first change; nothing is guessed.
 """
 
 from __future__ import annotations
 
-import posixpath
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import (
+    CachePathError, backup_dir, describe, exec_problem, init_mount, resolve)
 
 SHARED_KINDS = frozenset(('persistentVolumeClaim', 'nfs', 'cephfs', 'glusterfs', 'azureFile', 'cinder', 'iscsi',
                           'rbd', 'fc', 'portworxVolume', 'quobyte', 'storageos', 'flocker'))
 POD_LIFETIME_KINDS = frozenset(('emptyDir', 'ephemeral'))
-
-
-def cache_location(container: dict, cache_path: str) -> str | None:
-    """The cache's absolute path inside the container; a relative one is resolved against its workingDir."""
-    if posixpath.isabs(cache_path):
-        return posixpath.normpath(cache_path)
-    working_dir = container.get('workingDir') or ''
-    return posixpath.normpath(posixpath.join(working_dir, cache_path)) if posixpath.isabs(working_dir) else None
-
-
-def cache_mount(container: dict, location: str) -> dict | None:
-    """The volume mount that holds `location`: the deepest mountPath above it."""
-    holding = [mount for mount in container.get('volumeMounts') or []
-               if location.startswith(posixpath.normpath(mount['mountPath']).rstrip('/') + '/')]
-    return max(holding, key=lambda mount: len(posixpath.normpath(mount['mountPath'])), default=None)
+METHODS = ('exec', 'init_container', 'velero_hook')
 
 
 def container_cache_mount(containers: list, container_name: str, cache_path: str) -> dict | None:
-    """The volume mount of the named container that holds the cache (None: no such container, or no volume holds it)."""
-    container = next((c for c in containers or [] if c.get('name') == container_name), None)
-    location = cache_location(container, cache_path) if container else None
-    return cache_mount(container, location) if location else None
-
-
-def volume_kind(volume: dict) -> str:
-    kinds = [key for key in volume if key != 'name']
-    return kinds[0] if len(kinds) == 1 else 'unknown'
+    """The volume mount of the named container that holds the cache (None: no such container, no volume holds it, or
+    a relative path with no workingDir), resolved as cache_reach resolves it."""
+    # only the mounts matter here, not the volumes' kinds: each mount's volume is taken as declared
+    declared = [{'name': mount.get('name'), 'emptyDir': {}} for container in containers or []
+                for mount in container.get('volumeMounts') or []]
+    try:
+        return resolve({'containers': containers or [], 'volumes': declared}, container_name, cache_path)['mount']
+    except CachePathError:
+        return None
 
 
 def _first_pod_per_node(pods: list) -> list:
@@ -59,35 +50,57 @@ def _first_pod_per_node(pods: list) -> list:
     return list(chosen.values())
 
 
-def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: str) -> dict:
-    """{strategy, volume, kind, inspect, purge, reason}: the pod names to read the cache in, and to purge it in."""
-    spec = deployment.get('spec', {}).get('template', {}).get('spec', {})
-    container = next((c for c in spec.get('containers') or [] if c.get('name') == container_name), {})
-    names = [pod['metadata']['name'] for pod in pods]
-    location = cache_location(container, cache_path)
-    mount = cache_mount(container, location) if location else None
-    volume = next((v for v in spec.get('volumes') or [] if mount and v.get('name') == mount['name']), None)
-    kind = volume_kind(volume) if volume else None
-
-    def reach(strategy, inspect, purge, reason):
-        return {'strategy': strategy, 'volume': mount['name'] if mount else None, 'kind': kind,
-                'inspect': inspect, 'purge': purge, 'reason': reason}
-
-    if location is None:
-        return reach('per_pod', names, names,
-                     f'{cache_path} is relative and container {container_name} names no workingDir: every pod')
-    if mount is None:
-        return reach('restart', names[:1], [],
-                     f'{location} is on the container\'s own file system, gone with the pod at the restart')
-    if mount.get('subPathExpr'):
-        return reach('per_pod', names, names,
-                     f'volume {mount["name"]} is mounted with subPathExpr (a directory per pod, maybe): every pod')
+def _strategy(resolved: dict, names: list, pods: list) -> tuple:
+    """(strategy, inspect, purge, reason) from the kind of the volume that holds the cache."""
+    kind, volume, location = resolved['kind'], resolved['volume'], resolved['location']
+    if resolved['mount'] is None:
+        return 'restart', names[:1], [], f'{location} is on the container\'s own file system, gone with the pod at the restart'
+    if resolved['sub_path_expr']:
+        return 'per_pod', names, names, f'volume {volume} is mounted with subPathExpr (a directory per pod, maybe): every pod'
     if kind in POD_LIFETIME_KINDS:
-        return reach('restart', names[:1], [], f'{kind} volume {mount["name"]} is gone with its pod at the restart')
+        return 'restart', names[:1], [], f'{kind} volume {volume} is gone with its pod at the restart'
     if kind in SHARED_KINDS:
-        return reach('shared', names[:1], names[:1],
-                     f'{kind} volume {mount["name"]} is the same for every replica: one copy')
+        return 'shared', names[:1], names[:1], f'{kind} volume {volume} is the same for every replica: one copy'
     if kind == 'hostPath':
         per_node = _first_pod_per_node(pods)
-        return reach('per_node', per_node, per_node, f'hostPath volume {mount["name"]}: one copy per node')
-    return reach('per_pod', names, names, f'{kind} volume {mount["name"]}: every pod')
+        return 'per_node', per_node, per_node, f'hostPath volume {volume}: one copy per node'
+    return 'per_pod', names, names, f'{kind} volume {volume}: every pod'
+
+
+def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: str, method: str = 'exec',
+                pod_backup_dir: str = '') -> dict:
+    """{strategy, volume, kind, inspect, purge, reason, location, path_in_volume, where, init, backup_dir, problem}:
+    the pod names to read the cache in and to purge it in, the path the container sees (location), the init
+    container's volume mount and environment (init, for init_container), the backup directory inside the purging
+    container (backup_dir), and `problem`: none, or the one line that stops the run before its first change."""
+    spec = deployment.get('spec', {}).get('template', {}).get('spec', {})
+    names = [pod['metadata']['name'] for pod in pods]
+    owner = 'Deployment %s' % deployment.get('metadata', {}).get('name', '?')
+    decided = {'strategy': 'unresolved', 'volume': None, 'kind': None, 'inspect': [], 'purge': [], 'reason': '',
+               'location': None, 'path_in_volume': None, 'where': '', 'init': None, 'backup_dir': None,
+               'problem': None}
+    if method not in METHODS:
+        decided['problem'] = f'vllm_dr_k8s_purge_method {method} is not one of: {", ".join(METHODS)}'
+        return decided
+    try:
+        resolved = resolve(spec, container_name, cache_path, owner)
+    except CachePathError as exc:
+        decided.update(reason=str(exc), problem=str(exc))
+        return decided
+    strategy, inspect, purge, reason = _strategy(resolved, names, pods)
+    decided.update({'strategy': strategy, 'volume': resolved['volume'], 'kind': resolved['kind'], 'inspect': inspect,
+                    'purge': purge, 'reason': reason, 'location': resolved['location'],
+                    'path_in_volume': resolved['path_in_volume'], 'where': describe(resolved)})
+    try:
+        if method == 'init_container':
+            decided['init'] = init_mount(resolved, spec)
+            decided['backup_dir'] = backup_dir(resolved, spec, pod_backup_dir, mount=decided['init']['mount'])
+        elif resolved['mount'] is not None:
+            # the restart alone purges a cache that dies with its pod: nothing to reach inside the container then
+            problem = exec_problem(resolved) if strategy != 'restart' else None
+            if problem:
+                raise CachePathError(problem)
+            decided['backup_dir'] = backup_dir(resolved, spec, pod_backup_dir)
+    except CachePathError as exc:
+        decided['problem'] = str(exc)
+    return decided

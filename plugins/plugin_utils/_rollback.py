@@ -115,3 +115,40 @@ def rollback_plan(files: list, pods: list, *, namespace: str, backup_dir: str, p
         item = restores[-1]
         summary.append(f"{item['target']}: {item['source']}/{item['restore_from']} ({item['why']})")
     return {'restores': restores, 'summary': summary, 'problems': problems}
+
+
+TARGET_FILE = 'target.json'
+
+
+def _pod_namespaces(files: list, backup_dir: str) -> set:
+    """The namespaces the run's pod directories (<namespace>_<pod>) name."""
+    root = os.path.normpath(str(backup_dir))
+    found = set()
+    for item in files or []:
+        relative = os.path.relpath(os.path.normpath(str(item.get('path', ''))), root).split(os.sep)
+        if len(relative) == 2 and '_' in relative[0] and relative[0] not in (os.curdir, os.pardir):
+            found.add(relative[0].split('_', 1)[0])
+    return found
+
+
+def target_mismatch(recorded, current: dict, files: list, *, backup_dir: str) -> str | None:
+    """None when the run directory `backup_dir` was made for the target the rollback runs on, else the one line why not.
+
+    `recorded` is what the run wrote in <run>/target.json (cluster, namespace, deployment and the pods' uids), None
+    for a run directory made before runs recorded it: then the namespaces its pod directories name are the record.
+    `current` is the target now: cluster, namespace, deployment. `files` the backup files found under the directory.
+    """
+    here = f"Deployment {current.get('deployment')} in namespace {current.get('namespace')} of {current.get('cluster')}"
+    fix = ('give the backup directory of a run on this target, or run dr_rollback.yml against the target the run was '
+           'made for')
+    if recorded:
+        for key in ('cluster', 'namespace', 'deployment'):
+            if recorded.get(key) != current.get(key):
+                there = (f"Deployment {recorded.get('deployment')} in namespace {recorded.get('namespace')} of "
+                         f"{recorded.get('cluster')}")
+                return f'{backup_dir} holds the backups of {there}, not of {here} (its {key} differs); {fix}'
+        return None
+    others = sorted(_pod_namespaces(files, backup_dir) - {current.get('namespace')})
+    if others:
+        return (f"{backup_dir} holds the backups of pods in namespace {', '.join(others)}, not of {here}; {fix}")
+    return None

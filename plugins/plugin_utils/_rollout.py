@@ -6,8 +6,6 @@ when not, which pods are its own, and what the purge needs of it before it chang
 
 from __future__ import annotations
 
-import posixpath
-
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, set_key
 
 REVISION = 'deployment.kubernetes.io/revision'
@@ -106,21 +104,16 @@ def running_pods(pods: list) -> list:
 
 def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, config_maps: list, *,
                         namespace: str, config_map: str, config_key: str, edit_path: str, edit_value,
-                        expected_pods: list = (), pod_backup_dir: str | None = None) -> list:
+                        expected_pods: list = (), quotas: list = (), limit_ranges: list = ()) -> list:
     """Every reason the purge cannot run to its end, one line each, judged before it changes anything.
 
     `deployment` is the named Deployment (None when gone), `pods`/`replicasets` everything the selector and the
     namespace list, `config_maps` what reading the ConfigMap by name returned, `expected_pods` the pods the diagnosis
-    reached (the purge runs in them), `pod_backup_dir` where the purge keeps its backups inside each pod.
+    reached (the purge runs in them), `quotas` and `limit_ranges` the namespace's ResourceQuotas and LimitRanges
+    (restart_room: the restart's surge pods must fit).
     """
     problems = []
     where = f'in namespace {namespace}'
-    if pod_backup_dir is not None and not posixpath.isabs(pod_backup_dir):
-        # a relative directory lands wherever the container's working directory is, and the copy to the controller
-        # cannot find it
-        problems.append(f'vllm_dr_k8s_pod_backup_dir {pod_backup_dir or "(empty)"} is not an absolute path; the purge '
-                        'keeps its backups there inside each pod, so set it to an absolute directory on the volume '
-                        'that holds the token cache')
     if not config_maps:
         problems.append(f'ConfigMap {config_map} not found {where}; set vllm_dr_k8s_config_map to the ConfigMap '
                         'that carries vllm.yaml')
@@ -156,7 +149,113 @@ def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, 
         problems.append(f'pod{"s" if len(gone) > 1 else ""} {", ".join(gone)} of Deployment {name} '
                         f'{"are" if len(gone) > 1 else "is"} no longer running (replaced since the diagnosis); '
                         're-run to reach the pods running now')
+    problems.extend(restart_room(deployment, quotas, limit_ranges, namespace=namespace))
     return problems
+
+
+_SUFFIXES = {'n': 1e-9, 'u': 1e-6, 'm': 1e-3, '': 1, 'k': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12, 'P': 1e15, 'E': 1e18,
+             'Ki': 2 ** 10, 'Mi': 2 ** 20, 'Gi': 2 ** 30, 'Ti': 2 ** 40, 'Pi': 2 ** 50, 'Ei': 2 ** 60}
+# what one pod of the Deployment counts against each quota resource, from its containers' requests and limits
+_POD_RESOURCES = {'pods': None, 'count/pods': None,
+                  'cpu': ('requests', 'cpu'), 'requests.cpu': ('requests', 'cpu'), 'limits.cpu': ('limits', 'cpu'),
+                  'memory': ('requests', 'memory'), 'requests.memory': ('requests', 'memory'),
+                  'limits.memory': ('limits', 'memory'),
+                  'ephemeral-storage': ('requests', 'ephemeral-storage'),
+                  'requests.ephemeral-storage': ('requests', 'ephemeral-storage'),
+                  'limits.ephemeral-storage': ('limits', 'ephemeral-storage')}
+
+
+def quantity(value) -> float:
+    """A Kubernetes quantity (100m, 1Gi, 2, 1e3) as a number."""
+    text = str(value).strip()
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if suffix and text.endswith(suffix):
+            return float(text[:-len(suffix)]) * _SUFFIXES[suffix]
+    return float(text)
+
+
+def _scaled(value, replicas: int, round_up: bool) -> int:
+    """maxSurge / maxUnavailable: an integer, or a percentage of the replicas (surge rounds up, unavailable down)."""
+    text = str(value)
+    if text.endswith('%'):
+        exact = replicas * int(text[:-1]) / 100
+        return int(-(-exact // 1)) if round_up else int(exact // 1)
+    return int(text)
+
+
+def rollout_surge(deployment: dict) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) of the Deployment's restart, in pods (a Recreate strategy surges none)."""
+    spec = deployment.get('spec') or {}
+    replicas = int(spec.get('replicas', 1))
+    strategy = spec.get('strategy') or {}
+    if strategy.get('type') == 'Recreate':
+        return 0, replicas
+    rolling = strategy.get('rollingUpdate') or {}
+    return (_scaled(rolling.get('maxSurge', '25%'), replicas, True),
+            _scaled(rolling.get('maxUnavailable', '25%'), replicas, False))
+
+
+def _pod_amount(containers: list, limit_ranges: list, kind: str, resource: str) -> float:
+    """What one pod asks of `resource` (requests or limits): each container's own, or the LimitRange's default."""
+    defaults = {}
+    for limit_range in limit_ranges or []:
+        for limit in (limit_range.get('spec') or {}).get('limits') or []:
+            if limit.get('type') == 'Container':
+                given = limit.get('defaultRequest' if kind == 'requests' else 'default') or {}
+                if kind == 'requests' and resource not in given:
+                    given = limit.get('default') or {}  # a default limit is the request when none is set
+                if resource in given:
+                    defaults.setdefault(resource, quantity(given[resource]))
+    total = 0.0
+    for container in containers:
+        own = ((container.get('resources') or {}).get(kind) or {})
+        if kind == 'requests' and resource not in own:
+            own = ((container.get('resources') or {}).get('limits') or {})
+        total += quantity(own[resource]) if resource in own else defaults.get(resource, 0.0)
+    return total
+
+
+def restart_room(deployment: dict, quotas: list, limit_ranges: list, *, namespace: str) -> list:
+    """Why the restart could not finish for lack of room, one line per ResourceQuota that has none: the rollout
+    creates up to maxSurge new pods before it removes old ones, and each must fit in what the quota has left
+    (status.hard minus status.used). A quota with scopes counts only some pods and is not judged. PodDisruptionBudgets
+    play no part: a Deployment's rollout scales its ReplicaSets, it evicts nothing; maxUnavailable is its only bound."""
+    name = _meta(deployment).get('name')
+    surge, unavailable = rollout_surge(deployment)
+    if surge == 0:
+        return []
+    containers = (((deployment.get('spec') or {}).get('template') or {}).get('spec') or {}).get('containers') or []
+    problems = []
+    for quota in quotas or []:
+        spec, status = quota.get('spec') or {}, quota.get('status') or {}
+        if spec.get('scopes') or spec.get('scopeSelector'):
+            continue
+        hard, used = status.get('hard') or {}, status.get('used') or {}
+        short = []
+        for resource, limit in sorted(hard.items()):
+            if resource not in _POD_RESOURCES:
+                continue
+            counted = _POD_RESOURCES[resource]
+            per_pod = 1.0 if counted is None else _pod_amount(containers, limit_ranges, *counted)
+            needed, left = surge * per_pod, quantity(limit) - quantity(used.get(resource, 0))
+            if per_pod and needed > left + 1e-9:
+                short.append(f'{resource}: used {used.get(resource, 0)} of {limit}, the surge needs '
+                             f'{_shown(needed, resource)} more')
+        if short:
+            problems.append(
+                f'ResourceQuota {_meta(quota).get("name")} in namespace {namespace} has no room for the {surge} new '
+                f'pod{"s" if surge > 1 else ""} the restart of Deployment {name} starts before it stops old ones '
+                f'(maxSurge {surge}): {"; ".join(short)}; raise the quota by that much, or set the Deployment\'s '
+                f'rollingUpdate to maxSurge: 0 and maxUnavailable: {max(unavailable, 1)}, then re-run')
+    return problems
+
+
+def _shown(amount: float, resource: str) -> str:
+    if resource.endswith('cpu'):
+        return f'{round(amount * 1000)}m'
+    if resource.endswith('memory') or resource.endswith('storage'):
+        return f'{round(amount / 2 ** 20)}Mi' if amount >= 2 ** 20 else f'{round(amount)}'
+    return str(round(amount))
 
 
 def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str) -> list:

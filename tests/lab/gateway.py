@@ -128,16 +128,22 @@ class TokenCache:
     def __init__(self, path: str, max_size: int, log: logging.Logger):
         self.path = path
         self.max_size = max_size
+        self.log = log
         self.lock = threading.Lock()
-        if not os.path.exists(path):
-            log.warning('Token cache not found or corrupted (path=%s); rebuilding it from fresh credentials', path)
-        conn = self._connect()
-        conn.execute('CREATE TABLE IF NOT EXISTS tokens (session_id TEXT PRIMARY KEY, access_token TEXT, '
-                     'refresh_token TEXT, expires_at REAL)')
-        conn.close()
+        self._connect().close()
 
     def _connect(self):
-        return sqlite3.connect(self.path, timeout=5, isolation_level=None)
+        """A connection to the cache at its path, rebuilt when it is gone: the gateway opens the file for each request,
+        so a cache moved aside while it runs (a purge, a rollback putting a backup in place, before the restart) would
+        otherwise be opened as a new empty file with no table, and the request answered 500 'no such table'."""
+        missing = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        conn = sqlite3.connect(self.path, timeout=5, isolation_level=None)
+        if missing:
+            self.log.warning('Token cache not found or corrupted (path=%s); rebuilding it from fresh credentials',
+                             self.path)
+            conn.execute('CREATE TABLE IF NOT EXISTS tokens (session_id TEXT PRIMARY KEY, access_token TEXT, '
+                         'refresh_token TEXT, expires_at REAL)')
+        return conn
 
     def get(self, sid: str) -> dict | None:
         with self.lock:

@@ -27,7 +27,10 @@ def render(tmp_path, cache_path: str, **overrides) -> str:
                         'ansible.builtin.copy': {'content': f"{{{{ lookup('ansible.builtin.template', '{TEMPLATE}') }}}}",
                                                  'dest': str(out), 'mode': '0600'}}]}]
     (tmp_path / 'render.yml').write_text(yaml.safe_dump(play))
-    extra = dict(overrides, vllm_dr_cache_path=cache_path, ansible_python_interpreter=sys.executable)
+    # the cache's place as the purge preconditions resolve it (_cache_reach.py): the path, the backups beside it
+    backups = overrides.pop('vllm_dr_k8s_pod_backup_dir', os.path.join(os.path.dirname(cache_path), '.vllm_dr_backups'))
+    extra = dict(overrides, vllm_dr_cache_path=cache_path, ansible_python_interpreter=sys.executable,
+                 _vllm_dr_k8s_cache_place={'location': cache_path, 'backup_dir': backups})
     env = dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0')
     done = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local',
                            '-e', json.dumps(extra), str(tmp_path / 'render.yml')],

@@ -21,7 +21,8 @@ def rules_of(plan):
 
 def test_the_cache_volume_is_the_deepest_mount_that_holds_the_cache():
     assert cache_volume(deployment(), 'vllm', CACHE) == {
-        'name': 'vllm-data', 'type': 'persistentVolumeClaim', 'mount_path': '/var/lib/vllm/', 'claim': 'vllm-pvc'}
+        'name': 'vllm-data', 'type': 'persistentVolumeClaim', 'mount_path': '/var/lib/vllm/', 'claim': 'vllm-pvc',
+        'sub_path': None, 'path_in_volume': 'token_cache.db', 'location': CACHE}
     assert cache_volume(deployment(), 'vllm', '/opt/cache.db') is None
 
 

@@ -55,12 +55,19 @@ def test_a_host_path_is_purged_once_per_node():
 @pytest.mark.parametrize('kwargs', [
     {'volume': {'csi': {'driver': 'x'}}},                                        # a kind the decision does not know
     {'volume': {'persistentVolumeClaim': {'claimName': 'x'}}, 'subPathExpr': '$(POD_NAME)'},  # a directory per pod
-    {'volume': {'persistentVolumeClaim': {'claimName': 'x'}}, 'cache_path': 'token_cache.db'},  # no workingDir
 ])
 def test_anything_else_is_read_and_purged_in_every_pod(kwargs):
     decided = reach(**kwargs)
     assert decided['strategy'] == 'per_pod'
     assert decided['inspect'] == decided['purge'] == NAMES
+
+
+def test_a_relative_cache_path_without_a_working_dir_is_refused_not_guessed():
+    decided = reach({'persistentVolumeClaim': {'claimName': 'x'}}, cache_path='token_cache.db')
+    assert decided['strategy'] == 'unresolved' and decided['inspect'] == decided['purge'] == []
+    assert decided['problem'].startswith('vllm_dr_cache_path token_cache.db is relative and container vllm of '
+                                         'Deployment ? names no workingDir')
+    assert '\n' not in decided['problem']
 
 
 def test_a_relative_cache_path_is_resolved_against_the_working_dir():

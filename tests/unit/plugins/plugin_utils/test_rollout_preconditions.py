@@ -70,7 +70,7 @@ def problems(dep=None, config_maps=None, pods=None, expected=('vllm-a',), **opti
     return purge_preconditions(dep or None, PODS if pods is None else pods, REPLICASETS, config_maps,
                                namespace='ns', config_map='vllm-config', config_key=options.get('key', 'vllm.yaml'),
                                edit_path='session_state_store.refresh_on_startup', edit_value=True,
-                               expected_pods=list(expected), pod_backup_dir=options.get('backups', '/cache/.b'))
+                               expected_pods=list(expected))
 
 
 def test_no_problem_when_everything_is_in_place():
@@ -94,9 +94,6 @@ def test_an_immutable_configmap_that_needs_no_edit_is_no_problem():
     ({'pods': [pod('canary-a', 'rs-canary')]}, r'^Deployment vllm in namespace ns has no running pod'),
     ({'expected': ('vllm-a', 'vllm-gone')}, r'^pod vllm-gone of Deployment vllm is no longer running'),
     ({'dep': {}}, r'^the Deployment is gone from namespace ns'),
-    ({'backups': 'cache/.vllm_dr_backups'},
-     r'^vllm_dr_k8s_pod_backup_dir cache/\.vllm_dr_backups is not an absolute path; .* set it to an absolute'),
-    ({'backups': ''}, r'^vllm_dr_k8s_pod_backup_dir \(empty\) is not an absolute path'),
 ])
 def test_each_precondition_is_one_line_naming_the_problem_and_the_fix(kwargs, expected):
     found = problems(**kwargs)
