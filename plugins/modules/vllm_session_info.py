@@ -29,6 +29,20 @@ extends_documentation_fragment:
   - inferops.vllm_dr.session_read
   - inferops.vllm_dr.redis
   - inferops.vllm_dr.etcd
+options:
+  check_permissions:
+    description:
+      - Also ask whether the store's user may do what a sweep and the restore of its backup need (RV(permissions)),
+        without changing anything.
+      - Redis is asked with C(ACL DRYRUN) (Redis 7.0 and later, Valkey), for each command the sweep and the restore
+        send (C(SCAN), C(HGETALL), C(GET), C(PTTL), C(SCRIPT LOAD), C(EVALSHA), C(HMGET), C(TYPE), C(UNLINK),
+        C(EXISTS), C(TIME), C(HSET), C(SET), C(PEXPIREAT)) with a session key; the user needs C(+acl|dryrun) for
+        it. etcd is asked with a transaction whose comparison never holds and whose other branch would delete the
+        prefix; etcd checks both branches' permissions and runs neither.
+      - Where the server has no C(ACL DRYRUN) or the user may not run it, RV(permissions.checked) is V(false) with
+        the reason; nothing is guessed.
+    type: bool
+    default: false
 notes:
   - Session ids may appear in results (RV(sample_ids)); token values never do.
   - With O(backend=redis), a Redis ACL user allowed only the read and connection commands (C(+@read +@connection)) on
@@ -137,6 +151,37 @@ server:
       type: str
       sample: 8.1.8
   sample: {"name": "valkey", "version": "8.1.8"}
+permissions:
+  description: With O(check_permissions), whether the store's user may do what a sweep and its restore need.
+  type: dict
+  returned: when O(check_permissions=true)
+  contains:
+    checked:
+      description: Whether the server could be asked; V(false) with RV(permissions.reason) otherwise.
+      type: bool
+    user:
+      description: The store's user (Redis C(default) without O(login_user); etcd null without O(etcd_user)).
+      type: str
+    missing:
+      description: What the user may not do (Redis ACL command names, C(keys <pattern>); etcd C(readwrite on <prefix>)).
+      type: list
+      elements: str
+    renamed:
+      description: Redis commands the server does not know (renamed away with C(rename-command)).
+      type: list
+      elements: str
+    grant:
+      description: The command that grants what is missing (C(ACL SETUSER ...), C(etcdctl role grant-permission ...)).
+      type: str
+    reason:
+      description: Why the permissions could not be checked.
+      type: str
+    refusal:
+      description: One line that refuses a run needing the sweep, naming what is missing and the grant; null when
+        nothing is missing or the permissions could not be checked.
+      type: str
+  sample: {"checked": true, "user": "reader", "missing": ["unlink"], "renamed": [],
+           "grant": "ACL SETUSER reader +unlink", "reason": null, "refusal": "the session store user ..."}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -150,9 +195,11 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps impor
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=read_argument_spec(), supports_check_mode=True, **SESSION_STORE_RULES)
+    spec = read_argument_spec()
+    spec.update(check_permissions=dict(type='bool', default=False))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, **SESSION_STORE_RULES)
     try:
-        result = read_sessions(module.params)
+        result = read_sessions(module.params, check_permissions=module.params['check_permissions'])
     except (SweepError, StoreError, BackupError, TimestampError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

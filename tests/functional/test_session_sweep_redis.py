@@ -164,7 +164,7 @@ def test_max_delete_refuses_before_deleting_anything(capsys, redis_server, tmp_p
     backup = tmp_path / 'b.jsonl'
     result = sweep(capsys, redis_server, state='swept', backup_path=str(backup), max_delete=29, batch_size=5)
     assert result['failed'] is True
-    assert result['msg'] == ('30 sessions would be removed, more than max_delete=29; nothing was deleted: '
+    assert result['msg'] == ('30 sessions would be removed, more than max_delete=29; no session was deleted: '
                              'raise max_delete, or narrow select/cutoff')
     assert dump_redis(client) == before and not backup.exists()
     assert sweep(capsys, redis_server, state='swept', backup_path=str(backup), max_delete=30)['deleted'] == 30

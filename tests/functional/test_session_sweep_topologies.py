@@ -251,7 +251,7 @@ def test_etcd_keeps_a_session_rewritten_after_it_was_read(capsys, etcd_server, t
 def test_etcd_max_delete_and_unreachable_endpoint(capsys, etcd_server):
     seed_etcd(etcd_server.url, expired=3)
     refused = run(capsys, **etcd_args(etcd_server, state='swept', backup=False, max_delete=2))
-    assert refused['failed'] is True and 'more than max_delete=2; nothing was deleted' in refused['msg']
+    assert refused['failed'] is True and 'more than max_delete=2; no session was deleted' in refused['msg']
     assert len(dump_etcd(etcd_server.url)) == 3
     run(capsys, **etcd_args(etcd_server, state='swept', backup=False))
     down = run(capsys, backend='etcd', etcd_endpoints=['http://127.0.0.1:1'], timeout=2)

@@ -2,7 +2,7 @@
 
 Real servers on loopback: Redis with an ACL user that lacks UNLINK or HMGET, a read-only
 replica given as the target, and etcd with a user who may only read. Each sweep fails, the
-store stays intact, and the backup (read by its documented format) says nothing was deleted.
+store stays intact, and the backup (read by its documented format) says no session was deleted.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_acl_user_without_a_delete_command_deletes_nothing_and_the_backup_says_s
         backup = tmp_path / 'b.jsonl'
         result = sweep(capsys, backup, login_host='127.0.0.1', login_port=server.port, login_user='sweeper',
                        login_password='sweeper-secret')
-        assert result['failed'] is True and 'nothing was deleted' in result['msg'], result['msg']
+        assert result['failed'] is True and 'no session was deleted' in result['msg'], result['msg']
         assert result['deleted'] == 0
         assert dump_redis(client) == before
         assert deleted_by_the_backup(backup) == set(), 'the backup claims sessions this run never removed'
@@ -61,7 +61,7 @@ def test_read_only_replica_as_the_target_deletes_nothing_and_the_backup_says_so(
         backup = tmp_path / 'b.jsonl'
         result = sweep(capsys, backup, login_host='127.0.0.1', login_port=replica.port)
         assert result['failed'] is True and 'read-only replica' in result['msg'], result['msg']
-        assert 'nothing was deleted' in result['msg'] and result['deleted'] == 0
+        assert 'no session was deleted' in result['msg'] and result['deleted'] == 0
         assert dump_redis(replica.client()) == before == dump_redis(primary.client())
         assert deleted_by_the_backup(backup) == set()
 
@@ -77,7 +77,7 @@ def test_etcd_user_who_may_only_read_deletes_nothing_and_the_backup_says_so(caps
         result = sweep(capsys, backup, backend='etcd', etcd_endpoints=[server.url], etcd_user='reader',
                        etcd_password='reader-pass')
         assert result['failed'] is True and 'denied deleting or writing' in result['msg'], result['msg']
-        assert 'nothing was deleted' in result['msg'] and result['deleted'] == 0
+        assert 'no session was deleted' in result['msg'] and result['deleted'] == 0
         assert server.keys(ETCD_PREFIX) == before
         assert deleted_by_the_backup(backup) == set(), 'the backup claims sessions this run never removed'
         assert 'SECRET' not in json.dumps(result)

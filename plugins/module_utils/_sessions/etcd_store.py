@@ -24,6 +24,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model i
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_etcd_endpoint
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import EntryBatch, Partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import judge_etcd, unchecked
 
 ETCD_IMPORT_ERROR = None
 try:
@@ -212,6 +213,26 @@ class EtcdStore(Partition):
         except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
             kind, text = classify_etcd_error(exc)
             raise StoreError(self._message(kind, text, path, prefix, need), refused=kind in _REFUSED) from None
+
+    def permissions(self) -> dict:
+        """Whether the user may delete and write under the prefix, asked without changing anything: a transaction
+        whose comparison never holds (a version of -1) and whose other branch deletes the prefix. etcd checks the
+        permissions of every branch before it runs one, so a user without readwrite is refused, and nothing is
+        ever deleted."""
+        payload = {
+            'compare': [{'key': _b64(self.prefix), 'result': 'EQUAL', 'target': 'VERSION', 'version': '-1'}],
+            'success': [{'requestDeleteRange': {'key': _b64(self.prefix), 'range_end': _b64(prefix_range_end(self.prefix))}}],
+            'failure': [],
+        }
+        prefix = self.prefix.decode('utf-8', 'replace')
+        try:
+            self.client.post(self.client.get_url('/kv/txn'), json=payload)
+        except Exception as exc:  # pylint: disable=broad-except  # classified below
+            kind, text = classify_etcd_error(exc)
+            if kind != 'denied':
+                return unchecked(f'the probing transaction failed ({text})')
+            return judge_etcd(self.params.get('etcd_user'), prefix, allowed=False)
+        return judge_etcd(self.params.get('etcd_user'), prefix, allowed=True)
 
     def call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
         """One call to the v3 JSON API (the run lock's, _run_lock.py, with its own ``prefix`` and the permission it

@@ -19,6 +19,7 @@ import time
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
     check_store_params, open_store, session_store_argument_spec)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import refusal
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepOptions, Sweeper, report
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import parse_optional
 
@@ -73,8 +74,11 @@ def read_options(params: dict, **sweep) -> SweepOptions:
         watched_session=params['watched_session'], **sweep)
 
 
-def read_sessions(params: dict) -> dict:
-    """Read and judge every session of the store as a sweep would, changing nothing: the counts of report()."""
+def read_sessions(params: dict, check_permissions: bool = False) -> dict:
+    """Read and judge every session of the store as a sweep would, changing nothing: the counts of report().
+
+    ``check_permissions``: also whether the store's user may do what a sweep and its restore need
+    (``permissions``, with the one line that refuses a run in ``permissions.refusal``; permissions.py)."""
     check_read_params(params)
     options = read_options(params, state='reported', backup=False, check_mode=True, introspector=introspector(params))
     started = time.monotonic()
@@ -82,6 +86,10 @@ def read_sessions(params: dict) -> dict:
     try:
         result = report(Sweeper(store, options).sweep(), options, started)
         result.update(store=store.location, server=store.server)
+        if check_permissions:
+            permissions = store.permissions()
+            permissions['refusal'] = refusal(permissions, f'{store.backend} {store.location}')
+            result['permissions'] = permissions
     finally:
         store.close()
     del result['deleted'], result['changed_during_sweep']

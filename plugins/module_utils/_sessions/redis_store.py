@@ -25,6 +25,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_c
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_cluster import _Redirections
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import RedisPartition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_sentinel import _PrimaryWatch
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import probe_redis
 
 try:
     import redis
@@ -96,6 +97,7 @@ class RedisStore:
             raise StoreError('the redis Python library is required for Redis backends; '
                              'install it on the host that runs the module: pip install redis')
         self.backend = params['backend']
+        self.user = params.get('login_user') or 'default'
         self.pattern = pattern
         self.prefix = check_pattern(pattern)
         self._matches = glob_matcher(pattern)
@@ -171,6 +173,10 @@ class RedisStore:
     def lock_client(self):
         """The client that reaches the primary owning a key, for the run lock (_run_lock.py)."""
         return self._key_client()
+
+    def permissions(self) -> dict:
+        """Whether the user may run what a sweep and a restore send, on every primary (ACL DRYRUN; permissions.py)."""
+        return probe_redis([partition.client for partition in self._partitions], self.user, self.pattern)
 
     def describe(self, exc: BaseException) -> str:
         """One line for a failed call to this store: what happened and which option fixes it."""

@@ -382,7 +382,7 @@ class Sweeper:
         if counting.matched > self.options.max_delete:
             raise SweepError(
                 f'{counting.matched} sessions would be removed, more than max_delete={self.options.max_delete}; '
-                'nothing was deleted: raise max_delete, or narrow select/cutoff')
+                'no session was deleted: raise max_delete, or narrow select/cutoff')
         self.allowance = self.options.max_delete
 
     def sweep(self) -> Stats:
@@ -406,7 +406,7 @@ class Sweeper:
 
     def _interrupted(self, exc: Exception) -> str:
         if not self.stats.deleted:
-            return f'{exc}; nothing was deleted'
+            return f'{exc}; no session was deleted'
         where = f'the backup {self.options.backup_path} holds every one of them' if self.writer else 'no backup was kept'
         return f'{exc}; {self.stats.deleted} sessions were deleted before it stopped ({where}); re-run to finish'
 

@@ -217,7 +217,7 @@ def test_sweep_never_deletes_more_than_the_allowance():
 
 def test_sweep_refuses_before_deleting_when_more_than_max_delete_would_go():
     partition = MemoryPartition(sessions(expired=10, valid=3), [])
-    with pytest.raises(SweepError, match='more than max_delete=9; nothing was deleted'):
+    with pytest.raises(SweepError, match='more than max_delete=9; no session was deleted'):
         Sweeper(partition, SweepOptions(state='swept', batch_size=4, backup=False, max_delete=9)).sweep()
     assert len(partition.data) == 13
     stats = Sweeper(partition, SweepOptions(state='swept', batch_size=4, backup=False, max_delete=10)).sweep()
