@@ -45,7 +45,6 @@ def row_ids(path):
         conn.close()
 
 
-
 def cache_rows(path) -> dict:
     """The token cache's rows by session id, read without writing (a rollback that merges is judged by its rows)."""
     conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
@@ -53,6 +52,7 @@ def cache_rows(path) -> dict:
         return {row[0]: row[1:] for row in conn.execute('SELECT * FROM tokens')}
     finally:
         conn.close()
+
 
 def set_mtime(path, epoch):
     os.utime(str(path), (epoch, epoch))
