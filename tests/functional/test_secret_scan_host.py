@@ -116,8 +116,10 @@ def test_every_playbook_at_v_vvv_and_diff_leaves_no_secret_anywhere(secret_lab, 
     assert report['purge']['config_changed'] is True, 'the drill must edit vllm.yaml, or its diff is not scanned'
     assert f'{secret_lab.config_path}: session_state_store.refresh_on_startup false -> true' in drill, \
         'diff mode shows what the config edit changes'
-    run('dr_rollback.yml', '-vvv', '--diff', '-e', f'vllm_dr_rollback_dir={backup_dirs[0]}')
-    # the rollback put the stale sessions back: detection finds them and repairs (purge, sweep, restart, validate)
+    # the rollback puts the stale cache back whole (replacing the rows the restarted service wrote since, its own
+    # session's too) and the stale sessions: detection finds them and repairs (purge, sweep, restart, validate)
+    run('dr_rollback.yml', '-vvv', '--diff', '-e', f'vllm_dr_rollback_dir={backup_dirs[0]}',
+        '-e', 'vllm_dr_rollback_replace_cache=true')
     detect = run('dr_detect.yml', '-vvv', '--diff', '-e', 'vllm_dr_auto_repair=true')
     assert 'vllm_dr_rollback_dirs' in detect, 'the repair published its backup directory (set_stats, shown)'
     backup_dirs += [path for path in (os.path.join(secret_lab.path('backups'), name)
