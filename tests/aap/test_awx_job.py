@@ -7,7 +7,6 @@ artifacts. Run by tools/aap.sh (its virtualenv has ansible-runner and the oldest
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import redis
 import yaml
 
 from harness.aap_assets import load_assets
+from harness.caches import cache_rows
 from harness.reports import report_path
 from harness.secret_scan import files_under, find_leaks, idp_tokens
 from harness.sessions import dump_redis
@@ -90,13 +90,6 @@ def chown_tree(path: str) -> None:
     for directory, dirs, files in os.walk(path):
         for name in [directory] + [os.path.join(directory, n) for n in dirs + files]:
             os.lchown(name, UID, GID)
-
-
-def digest(path: str):
-    if not os.path.exists(path):
-        return None
-    with open(path, 'rb') as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
 
 
 @pytest.fixture(scope='module')
@@ -210,7 +203,7 @@ def test_restore_then_rollback_jobs_run_unprivileged_with_a_read_only_collection
     # the premises: the job's user cannot write the collection, and is not root
     probe = run_as_job_user(['sh', '-c', f'id -u; touch {awx["collections"]}/ansible_collections/x'])
     assert probe.stdout.split()[0] != '0' and probe.returncode != 0
-    before = {'store': dump_redis(store(lab)), 'cache': digest(lab.cache_path)}
+    before = {'store': dump_redis(store(lab)), 'cache': cache_rows(lab.cache_path)}
     survey = assets()['vllm_dr_aap_surveys']['restore']
     every_credential = credentials('vLLM DR session store', 'vLLM DR introspection client',
                                    'vLLM DR Kubernetes kubeconfig')
@@ -228,14 +221,16 @@ def test_restore_then_rollback_jobs_run_unprivileged_with_a_read_only_collection
     with open(report_path(reports, 'lab.json'), encoding='utf-8') as handle:
         report = json.load(handle)
     assert report['passed'] is True and report['purge']['backup_dir'] == rollback_dir
-    assert digest(lab.cache_path) != before['cache']
+    assert not os.path.exists(lab.cache_path) or cache_rows(lab.cache_path) != before['cache']
 
     # the workflow's rollback node: the restore job's artifacts are its extra vars
     rollback = awx['job']('rollback', 'vllm_dr_rollback.yml', data, credentials('vLLM DR session store'))
     assert rollback['rc'] == 0 and rollback['status'] == 'successful', rollback['stdout'][-3000:]
-    assert digest(lab.cache_path) == before['cache']
+    # the cache rows the restore removed are back; the row the restarted service wrote since (its own) is kept
+    cached, own = cache_rows(lab.cache_path), lab.state['service_session']
+    assert {k: v for k, v in cached.items() if k != own} == {k: v for k, v in before['cache'].items() if k != own}
     after = dump_redis(store(lab))
-    service = f'vllm:session:{lab.state["service_session"]}'.encode()
+    service = f'vllm:session:{own}'.encode()
     assert {k: v for k, v in after.items() if k != service} == {k: v for k, v in before['store'].items() if k != service}
 
     # no secret in what AWX shows and keeps: stdout, the job events, the reports
