@@ -30,6 +30,16 @@ def test_set_key_flips_the_value_and_keeps_comments_and_order():
     assert result['text'] == CONFIG.replace('refresh_on_startup: false', 'refresh_on_startup: true')
 
 
+class _Unsafe(str):
+    """A str subclass, as ansible-core before 2.19 hands a filter its input (AnsibleUnsafeText)."""
+
+
+def test_set_key_takes_a_str_subclass_as_older_ansible_cores_pass_it():
+    result = set_key(_Unsafe(CONFIG), KEY, True)
+    assert result['changed'] and result['formatting_kept'] and result['was'] is False
+    assert result['text'] == CONFIG.replace('refresh_on_startup: false', 'refresh_on_startup: true')
+
+
 def test_set_key_adds_the_key_inside_an_existing_block_at_its_indentation():
     text = 'session_state_store:\n    type: redis\n# a note about the cache\ntoken_cache:\n  path: x\n'
     result = set_key(text, KEY, True)
