@@ -110,7 +110,8 @@ def _edit(lines: list, keys: list, value, start: int, end: int, indent: str) -> 
 
 def _load(text: str):
     # the C loader takes only an exact str: ansible-core before 2.19 hands filters a subclass (AnsibleUnsafeText)
-    return yaml.load(str(text), Loader=_LOADER)  # nosec B506 - a safe loader, the C one where it exists
+    # whose own __str__ returns itself; str.__str__ makes the plain copy
+    return yaml.load(str.__str__(text), Loader=_LOADER)  # nosec B506 - a safe loader, the C one where it exists
 
 
 def _split(text: str) -> tuple:
