@@ -9,7 +9,8 @@ The webhooks run, with a certificate this harness issues. The manager's own cert
 `lws-webhook-service.lws-system.svc` and injects its CA into webhook configurations that name that Service, and the
 API server reaches a Service's webhook through the Service's cluster IP. Here the manager is a process on this machine,
 not a pod behind a Service, and the cluster has no pod network nor kube-proxy (kwok's pods run nothing), so no Service
-leads to it. So the rotation is off, the webhook configurations are the release's own (config/webhook, with its
+leads to it (an Endpoints or EndpointSlice may not name a loopback address, and the manager listens on the loopback
+only). So the rotation is off, the webhook configurations are the release's own (config/webhook, with its
 kustomize patches: the pod webhooks only for pods labelled leaderworkerset.sigs.k8s.io/name) with each clientConfig
 pointed at `https://127.0.0.1:<port><path>` and the CA bundle of a certificate for 127.0.0.1 (TlsFiles), which the
 manager serves from its certDir. Everything else (defaulting and validation of LeaderWorkerSets, the pod webhook that

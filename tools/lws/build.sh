@@ -35,8 +35,11 @@ if ! done_already; then
     flock 9
     if ! done_already; then
         start=$SECONDS
-        # Unpacked and built in a scratch directory, moved in only when complete: an interrupted build leaves nothing.
-        stage="$(mktemp -d "$root/.lws-stage.XXXXXX")"
+        # Unpacked and built in a scratch directory, moved in only when complete: an interrupted build leaves no half
+        # build; the scratch directory of a killed one (no trap ran) is removed by the next, which holds the lock.
+        chmod -R u+w "$root/.lws-${LWS_VERSION}-$sum".stage.* 2>/dev/null || true
+        rm -rf "$root/.lws-${LWS_VERSION}-$sum".stage.*
+        stage="$(mktemp -d "$root/.lws-${LWS_VERSION}-$sum.stage.XXXXXX")"
         trap 'chmod -R u+w "$stage" 2>/dev/null; rm -rf "$stage"' EXIT
         log "sigs.k8s.io/lws ${LWS_VERSION} from $(basename "$archive"), its dependencies from the Go module proxy"
         tar -xzf "$archive" -C "$stage" || die "could not unpack $archive"

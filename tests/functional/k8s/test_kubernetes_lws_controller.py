@@ -43,6 +43,17 @@ def leader_worker_set(namespace: str, max_unavailable: int = 1) -> dict:
     }
 
 
+def lws_status(kube, namespace: str) -> dict:
+    return kube.get('leaderworkerset', 'vllm', namespace).get('status', {})
+
+
+def rolled_to(kube, namespace: str, generation: int) -> bool:
+    """Whether every group runs the template of `generation` and is ready, by the LeaderWorkerSet's status."""
+    status = lws_status(kube, namespace)
+    return (status.get('observedGeneration'), status.get('updatedReplicas'), status.get('readyReplicas')) == (
+        generation, GROUPS, GROUPS)
+
+
 def wait_for(what: str, check, timeout: float = 180):
     deadline = time.monotonic() + timeout
     while True:
@@ -94,9 +105,8 @@ def test_lws_controller_makes_groups_ready_and_rolls_them_one_at_a_time(kwok, lw
         kwok.apply(leader_worker_set(ns, max_unavailable=0))
 
     kwok.apply(leader_worker_set(ns))
-    lws = wait_for('the groups to be ready', lambda: (
-        lambda obj: obj if obj.get('status', {}).get('readyReplicas') == GROUPS else None)(
-            kwok.get('leaderworkerset', 'vllm', ns)))
+    wait_for('the groups to be ready', lambda: lws_status(kwok, ns).get('readyReplicas') == GROUPS)
+    lws = kwok.get('leaderworkerset', 'vllm', ns)
     # the defaulting webhook ran: the network config the manifest left out is set (the CRD has no default for it)
     assert lws['spec']['networkConfig'] == {'subdomainPolicy': 'Shared'}
 
@@ -129,18 +139,15 @@ def test_lws_controller_makes_groups_ready_and_rolls_them_one_at_a_time(kwok, lw
                      '{"spec":{"leaderWorkerTemplate":{"workerTemplate":{"metadata":{"annotations":'
                      '{"vllm-dr.inferops/restartedAt":"now"}}}}}}')
         generation = kwok.get('leaderworkerset', 'vllm', ns)['metadata']['generation']
-        wait_for('the groups to roll', lambda: (
-            lambda status: status.get('observedGeneration') == generation
-            and status.get('updatedReplicas') == GROUPS
-            and status.get('readyReplicas') == GROUPS)(kwok.get('leaderworkerset', 'vllm', ns).get('status', {})))
+        wait_for('the groups to roll', lambda: rolled_to(kwok, ns, generation))
     finally:
         seen = watch.stop()
 
     rolled = [(ready, updated) for observed, ready, updated in seen if observed == generation]
     assert rolled, seen
     # one group at a time: never more than maxUnavailable (1) group down, the updated count climbing by one
-    assert min(ready for ready, _ in rolled) >= GROUPS - 1, seen
-    updated = [count for _, count in rolled]
+    assert min(pair[0] for pair in rolled) >= GROUPS - 1, seen
+    updated = [pair[1] for pair in rolled]
     assert updated == sorted(updated) and 1 in updated and updated[-1] == GROUPS, seen
 
     new_pods = {pod['metadata']['name']: pod for pod in kwok.running_pods(ns)}
