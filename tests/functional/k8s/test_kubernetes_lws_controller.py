@@ -3,7 +3,8 @@
 A LeaderWorkerSet of 2 groups of 3 pods (a leader and 2 workers, each a pod like the suite's vLLM pods) is made by
 the controller into a leader StatefulSet and a worker StatefulSet per group; its admission webhooks label each pod with
 its group and worker index and refuse what its validation refuses; kwok runs the pods, so the groups become ready; a
-template change rolls the groups one at a time, as the rolloutStrategy (maxUnavailable 1, maxSurge 0) says.
+template change rolls the groups one at a time, as the rolloutStrategy (maxUnavailable 1, maxSurge 0) says: the leader
+StatefulSet's partition lowered by one group at a time.
 """
 
 from __future__ import annotations
@@ -64,18 +65,20 @@ def wait_for(what: str, check, timeout: float = 180):
         time.sleep(0.5)
 
 
-class StatusWatch:
-    """Every stored status of the LeaderWorkerSet, from a `kubectl get --watch` started before a change:
-    (observedGeneration, readyReplicas, updatedReplicas) in the order the API server had them."""
+class Watch:
+    """Every stored version of one object, from a `kubectl get --watch` started before a change: the integer `fields`
+    (JSONPath expressions) of each, in the order the API server had them (a field not set reads 0)."""
 
-    def __init__(self, kube, namespace: str):
-        fields = '{.status.observedGeneration},{.status.readyReplicas},{.status.updatedReplicas}{"\\n"}'
+    def __init__(self, kube, namespace: str, kind: str, name: str, *fields: str):
+        template = ','.join(f'{{{field}}}' for field in fields) + '{"\\n"}'
         self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-            [kube.kubectl_path, '--kubeconfig', kube.kubeconfig, '-n', namespace, 'get', 'leaderworkerset', 'vllm',
-             '--watch', '-o', f'jsonpath={fields}'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            [kube.kubectl_path, '--kubeconfig', kube.kubeconfig, '-n', namespace, 'get', kind, name,
+             '--watch', '-o', f'jsonpath={template}'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.seen = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        # the object as it is before the change: from there on, the watch sees every version
+        wait_for(f'kubectl to watch {kind}/{name}', lambda: self.seen, timeout=60)
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -133,7 +136,9 @@ def test_lws_controller_makes_groups_ready_and_rolls_them_one_at_a_time(kwok, lw
     revision = {pod['metadata']['labels'][LABEL + 'template-revision-hash'] for pod in pods.values()}
     assert len(revision) == 1
 
-    watch = StatusWatch(kwok, ns)
+    status_watch = Watch(kwok, ns, 'leaderworkerset', 'vllm',
+                         '.status.observedGeneration', '.status.readyReplicas', '.status.updatedReplicas')
+    partition_watch = Watch(kwok, ns, 'statefulset', 'vllm', '.spec.updateStrategy.rollingUpdate.partition')
     try:
         kwok.kubectl('-n', ns, 'patch', 'leaderworkerset', 'vllm', '--type=merge', '-p',
                      '{"spec":{"leaderWorkerTemplate":{"workerTemplate":{"metadata":{"annotations":'
@@ -141,14 +146,15 @@ def test_lws_controller_makes_groups_ready_and_rolls_them_one_at_a_time(kwok, lw
         generation = kwok.get('leaderworkerset', 'vllm', ns)['metadata']['generation']
         wait_for('the groups to roll', lambda: rolled_to(kwok, ns, generation))
     finally:
-        seen = watch.stop()
+        seen = status_watch.stop()
+        partitions = [value for (value,) in partition_watch.stop()]
 
-    rolled = [(ready, updated) for observed, ready, updated in seen if observed == generation]
-    assert rolled, seen
-    # one group at a time: never more than maxUnavailable (1) group down, the updated count climbing by one
-    assert min(pair[0] for pair in rolled) >= GROUPS - 1, seen
-    updated = [pair[1] for pair in rolled]
-    assert updated == sorted(updated) and 1 in updated and updated[-1] == GROUPS, seen
+    # one group at a time (maxUnavailable 1, maxSurge 0): the leader StatefulSet's partition stepped down by one
+    # group, the highest first (2: none updated, 1: group 1, 0: both), and a status counted one group only updated
+    steps = [value for index, value in enumerate(partitions) if not index or value != partitions[index - 1]]
+    assert steps[-3:] == [2, 1, 0], partitions
+    updated = [count for observed, _ready, count in seen if observed == generation]
+    assert 1 in updated and updated[-1] == GROUPS, str(seen)
 
     new_pods = {pod['metadata']['name']: pod for pod in kwok.running_pods(ns)}
     assert sorted(new_pods) == sorted(expected)
