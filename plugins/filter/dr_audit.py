@@ -69,6 +69,9 @@ _value:
     verdict:
       description: V(ready) or V(not ready).
       type: str
+    counts:
+      description: How many items there are (C(items)), how many failed (C(failed)) and were skipped (C(skipped)).
+      type: dict
 """
 
 from ansible.errors import AnsibleFilterError

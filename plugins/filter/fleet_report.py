@@ -95,7 +95,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._fleet_report import (
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._fleet_report import (
     fleet_junit, fleet_markdown, fleet_report as _fleet)
 
 _MARK = '_vllm_dr_fleet_started_at'

@@ -50,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._validation_metrics import MetricsError, render
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._validation_metrics import MetricsError, render
 
 
 def validation_metrics(validation, now, previous=''):

@@ -253,4 +253,6 @@ def verdict(facts, fail_below=0) -> dict:
     return {'items': items, 'failed': failed, 'advice': [item['name'] for item in items if item['status'] == ADVICE],
             'skipped': [item['name'] for item in items if item['status'] == SKIP],
             'score': score, 'fail_below': fail_below, 'below_threshold': score < fail_below,
-            'verdict': 'ready' if not failed else 'not ready'}
+            'verdict': 'ready' if not failed else 'not ready',
+            'counts': {'items': len(items), 'failed': len(failed),
+                       'skipped': sum(1 for item in items if item['status'] == SKIP)}}

@@ -131,6 +131,21 @@ def healthy_lab(tmp_path):
         lab.down()
 
 
+def test_a_dry_run_is_not_judged_in_its_reports_neither_passed_nor_failed(healthy_lab):
+    """A dry run judged nothing (its probe made no request, so that check cannot pass): the JSON, the Markdown and
+    the summary say 'not judged', none says PASSED or FAILED, and the run does not fail."""
+    rc, output = playbook(healthy_lab, 'dr_restore.yml', '--check')
+    assert rc == 0, output[-3000:]
+    report = json.loads(report_path(healthy_lab.reports, 'lab.json').read_text())
+    assert report['check_mode'] is True
+    assert (report['outcome'], report['passed']) == ('not judged', False)
+    assert report['reason'] == 'check mode: nothing was changed or judged'
+    markdown = report_path(healthy_lab.reports, 'lab.md').read_text()
+    assert markdown.startswith('# vLLM token recovery on lab: check mode, not judged\n'), markdown[:200]
+    assert 'result: check mode, not judged' in output
+    assert 'result: PASSED' not in output and 'result: FAILED' not in output
+
+
 def test_drill_breaks_the_lab_recovers_it_and_exits_zero(healthy_lab):
     rc, output = playbook(healthy_lab, 'dr_drill.yml')
     assert rc == 0, output[-3000:]

@@ -125,3 +125,9 @@ def test_threshold_outside_0_to_100_is_refused(fail_below):
 def test_missing_facts_are_refused_with_what_to_pass():
     with pytest.raises(AuditError, match='no dict cache'):
         verdict({})
+
+
+def test_the_counts_the_junit_report_prints_are_the_items_and_the_failed():
+    result = verdict(facts(config={'path': '/etc/vllm/config.yaml', 'text': 'session_state_store: {}\n'}))
+    assert result['failed'] and result['counts'] == {'items': len(result['items']), 'failed': len(result['failed']),
+                                                     'skipped': 0}

@@ -12,27 +12,20 @@ from __future__ import annotations
 import os
 from xml.sax.saxutils import escape, quoteattr
 
-PASSED = 'passed'
-FAILED = 'failed'
-NOT_JUDGED = 'not judged'  # a dry run (--check) judges nothing
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._validation_verdict import (
+    FAILED, NOT_JUDGED, PASSED, STOPPED, run_verdict)
+
 NOT_VALIDATED = 'not validated'  # the run's tags left the validation out
 
 NO_REPORT = ('stopped before writing its report (the target became unreachable, or the run was interrupted); '
              'see the run\'s output for this target')
 
 
-def _reason(validation: dict) -> str:
-    failed = set(validation.get('failed') or [])
-    details = [f"{check.get('name')}: {check.get('detail')}" for check in validation.get('checks') or []
-               if check.get('name') in failed]
-    return '; '.join(details) or 'validation failed'
-
-
 def target_verdict(target: dict, *, validated: bool) -> dict:
     """One target's line of the fleet report.
 
     `target`: `host`, and what the target left behind: `validation` (the validate role's verdict, also written by
-    its broken entry point when a step failed before validation), `diagnosis`, `platform`, `report` (the path of
+    its stopped_run entry point when a step failed before validation), `diagnosis`, `platform`, `report` (the path of
     its JSON report), `report_dir` (where its report was to go), `failure` (the step that failed and why, recorded
     when the run was rescued; it fails the target also after a passing validation), `started_at`.
     `validated`: whether the run's tags included the validation (a diagnosis-only run leaves no verdict).
@@ -40,17 +33,15 @@ def target_verdict(target: dict, *, validated: bool) -> dict:
     validation = target.get('validation')
     failure = target.get('failure')
     diagnosis = target.get('diagnosis') or {}
-    judged = isinstance(validation, dict)
-    if judged and validation.get('failed') and (validation.get('stopped') or not validation.get('check_mode')):
-        status, reason = FAILED, _reason(validation)
+    verdict = run_verdict(validation) if isinstance(validation, dict) else None
+    if verdict and verdict['outcome'] in (FAILED, STOPPED):
+        status, reason = FAILED, verdict['reason']
     elif failure:
         # a step that failed after a passing validation (its report not written, its metrics not exported) fails
         # the target too: the run did not do all it was asked
         status, reason = FAILED, f"failed at step '{failure.get('step')}': {failure.get('reason')}"
-    elif judged and validation.get('check_mode'):
-        status, reason = NOT_JUDGED, 'check mode: nothing was changed or judged'
-    elif judged:
-        status, reason = PASSED, f"{len(validation.get('checks') or [])} checks passed"
+    elif verdict:
+        status, reason = verdict['outcome'], verdict['reason']
     elif validated:
         status, reason = FAILED, NO_REPORT
     else:

@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.validation_verdict import FilterModule
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._validation_verdict import validation_verdict
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._validation_verdict import validation_verdict
 
 verdict_filter = FilterModule().filters()['validation_verdict']
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-name: flat_vars
+name: merged_options
 short_description: A dict variable with each of its keys also settable as a variable of its own
 version_added: 0.1.0
 description:
@@ -29,7 +29,7 @@ author:
 EXAMPLES = r"""
 - name: The session store options, from vllm_dr_store and vllm_dr_store_<option> (an AWX credential's extra vars)
   ansible.builtin.set_fact:
-    store: "{{ lookup('inferops.vllm_dr.flat_vars', 'vllm_dr_store') }}"
+    store: "{{ lookup('inferops.vllm_dr.merged_options', 'vllm_dr_store') }}"
 """
 
 RETURN = r"""
@@ -42,7 +42,7 @@ _raw:
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._flat_vars import FlatVarsError, flat_names, merge_flat
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._merged_options import MergedOptionsError, flat_names, merge_flat
 
 
 class LookupModule(LookupBase):
@@ -54,6 +54,6 @@ class LookupModule(LookupBase):
             flat = {var: self._templar.template(variables[var]) for var in flat_names(name, variables)}
             try:
                 results.append(merge_flat(name, base, flat))
-            except FlatVarsError as exc:
+            except MergedOptionsError as exc:
                 raise AnsibleError(str(exc)) from None
         return results

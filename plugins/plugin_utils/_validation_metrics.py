@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import re
 
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._validation_verdict import run_verdict
+
 SUCCESS = 'vllm_dr_validation_success'
 CHECK_SUCCESS = 'vllm_dr_validation_check_success'
 LAST_RUN = 'vllm_dr_validation_last_run_timestamp_seconds'
@@ -72,7 +74,8 @@ def _checks(validation) -> list:
 def render(validation, now, previous_text=None) -> str:
     """The node-exporter textfile for one validation run at ``now`` (Unix seconds).
 
-    Passed: success 1 and last success ``now``. Failed (or no checks): success 0, and the last success a previous
+    Passed (the run's verdict): success 1 and last success ``now``. Otherwise (a check failed, none was made, the
+    run stopped before validation): success 0, and the last success a previous
     file recorded is carried over, so an alert on "no successful drill for N days" survives failed runs.
     """
     checks = _checks(validation)
@@ -80,7 +83,7 @@ def render(validation, now, previous_text=None) -> str:
         now = float(now)
     except (TypeError, ValueError) as exc:
         raise MetricsError('the run time must be Unix seconds, got %r' % (now,)) from exc
-    passed = bool(checks) and all(ok for _label, ok in checks)
+    passed = run_verdict(validation)['passed']
     last_success = now if passed else previous_last_success(previous_text)
     samples = [(SUCCESS, [('', int(passed))]),
                (CHECK_SUCCESS, [('{check="%s"}' % _escape(label), int(ok)) for label, ok in checks]),

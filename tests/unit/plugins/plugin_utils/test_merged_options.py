@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._flat_vars import FlatVarsError, flat_names, merge_flat
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._merged_options import MergedOptionsError, flat_names, merge_flat
 
 
 def test_flat_names_are_the_prefixed_ones_with_a_key():
@@ -40,5 +40,5 @@ def test_an_undefined_dict_is_empty_and_the_input_is_not_changed():
 @pytest.mark.parametrize('base, kind', [
     ('redis://x', 'a string'), (['a'], 'a list'), (3, 'a number'), (True, 'a boolean')])
 def test_a_dict_variable_that_is_not_a_dict_is_named(base, kind):
-    with pytest.raises(FlatVarsError, match=rf'^vllm_dr_store must be a dict of options .* got {kind}$'):
+    with pytest.raises(MergedOptionsError, match=rf'^vllm_dr_store must be a dict of options .* got {kind}$'):
         merge_flat('vllm_dr_store', base, {})

@@ -8,7 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.fleet_report import fleet_report as fleet_filter
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._fleet_report import (
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._fleet_report import (
     fleet_junit, fleet_markdown, fleet_report)
 
 NOW = '2026-12-03T12:00:00Z'
@@ -29,7 +29,7 @@ def check_failed(host):
 
 
 def stopped(host):
-    """What validate's broken entry point leaves when a step failed before validation."""
+    """What validate's stopped_run entry point leaves when a step failed before validation."""
     detail = "failed at step 'Fail when the Deployment is missing': Deployment vllm not found in namespace gone"
     return {'host': host, 'report': f'/reports/{host}.json',
             'failure': {'step': 'Fail when the Deployment is missing', 'reason': 'Deployment vllm not found'},

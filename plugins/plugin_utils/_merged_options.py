@@ -11,7 +11,7 @@ empty never blanks an option the inventory sets.
 from __future__ import annotations
 
 
-class FlatVarsError(ValueError):
+class MergedOptionsError(ValueError):
     pass
 
 
@@ -34,8 +34,8 @@ def merge_flat(name: str, base, flat: dict) -> dict:
     if base is None:
         base = {}
     if not isinstance(base, dict):
-        raise FlatVarsError(f'{name} must be a dict of options (or leave it out and set {name}_<option> variables), '
-                            f'got {_kind(base)}')
+        raise MergedOptionsError(f'{name} must be a dict of options (or leave it out and set {name}_<option> '
+                                 f'variables), got {_kind(base)}')
     prefix = len(name) + 1
     merged = dict(base)
     merged.update({var[prefix:]: value for var, value in flat.items() if value != ''})

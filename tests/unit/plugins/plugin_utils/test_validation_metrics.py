@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._validation_metrics import (
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._validation_metrics import (
     MetricsError, check_label, previous_last_success, render)
 
 PASSED = {'checks': [{'name': 'service answers /healthz', 'ok': True, 'detail': 'HTTP 200'},
