@@ -1,8 +1,10 @@
 # Copyright (c) 2026, inferops SRE
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A Deployment on the API server: when its rollout is finished (as `kubectl rollout status` judges it) and what to say
-when not, which pods are its own, and what the purge needs of it before it changes anything."""
+"""The Deployment kind's rules, which the target model (_k8s_target.py, the one place the roles ask) composes: when its
+rollout is complete (as `kubectl rollout status` judges it) and what to say when not, which pods are its own (by the
+owner chain), which of them are of an older ReplicaSet, and the room its restart needs; the ConfigMap edit's own
+preconditions, the purge's failures per pod, and an API error in words."""
 
 from __future__ import annotations
 
