@@ -12,7 +12,7 @@ description:
   - The HTTP status and reason when the API server answered, else the first line of the error (a connection refused,
     a timeout), at most 200 characters. The body sent or answered is left out, so a Deployment's pod template (its
     env values) never reaches a message.
-  - Its companions are P(inferops.vllm_dr.rollout_wait_outcome#filter) and P(inferops.vllm_dr.rollout_status#filter).
+  - Its companions are P(inferops.vllm_dr.k8s_target#filter) and P(inferops.vllm_dr.rollout_status#filter).
 options:
   _input:
     description: The registered result of a failed kubernetes.core module call.

@@ -96,7 +96,7 @@ _value:
   elements: str
 """
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
 
 
 def rollout_preconditions(deployment, pods, replicasets, config_maps, **options):

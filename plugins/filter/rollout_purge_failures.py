@@ -13,7 +13,7 @@ description:
     (deleted, being deleted or replaced while the loop ran) is named as gone; any other failure keeps the module's
     own message. A last line says what was done and that a re-run purges the pods running now.
   - Returns an empty list when every pod was purged.
-  - Its companions are P(inferops.vllm_dr.rollout_pods#filter) and P(inferops.vllm_dr.rollout_preconditions#filter).
+  - Its companions are P(inferops.vllm_dr.k8s_target#filter) and P(inferops.vllm_dr.rollout_preconditions#filter).
 options:
   _input:
     description: The purge loop's results; each item is the pod's inventory host, C(<target>/<namespace>/<pod>).

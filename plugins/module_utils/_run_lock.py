@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import os
 import re
 import traceback
 
@@ -39,9 +38,10 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_s
 KUBERNETES_IMPORT_ERROR = None
 try:
     from kubernetes import client as kube_client
-    from kubernetes import config as kube_config
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
     from urllib3.exceptions import HTTPError as Urllib3Error
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -388,33 +388,16 @@ def _micro_time(epoch: float) -> str:
 
 
 def kube_api_client(auth: dict):
-    """A kubernetes ApiClient from kubernetes.core's connection options (vllm_dr_k8s_auth)."""
+    """A kubernetes ApiClient from kubernetes.core's connection options (vllm_dr_k8s_auth), made by kubernetes.core's
+    own client (get_api_client), as for every kubernetes.core module of the run: the same options, K8S_AUTH_*
+    environment variables, in-cluster configuration and kubeconfig lookup."""
     if KUBERNETES_IMPORT_ERROR:
-        raise StoreError('the kubernetes Python library is required for the Lease lock; install it on the host '
-                         'that runs the module: pip install kubernetes')
-    auth = auth or {}
+        raise StoreError('the kubernetes Python library and the kubernetes.core collection are required for the Lease '
+                         'lock; install them where the module runs: pip install kubernetes, ansible-galaxy collection '
+                         'install kubernetes.core')
     try:
-        if auth.get('host'):
-            configuration = kube_client.Configuration()
-            configuration.host = auth['host']
-            if auth.get('api_key'):
-                configuration.api_key = {'BearerToken': auth['api_key']}
-                configuration.api_key_prefix = {'BearerToken': 'Bearer'}
-            configuration.verify_ssl = bool(auth.get('validate_certs', True))
-            configuration.ssl_ca_cert = auth.get('ca_cert')
-            configuration.cert_file = auth.get('client_cert')
-            configuration.key_file = auth.get('client_key')
-            return kube_client.ApiClient(configuration)
-        kubeconfig = auth.get('kubeconfig')
-        if isinstance(kubeconfig, dict):
-            return kube_config.new_client_from_config_dict(kubeconfig, context=auth.get('context'))
-        if not kubeconfig and not os.environ.get('KUBECONFIG') and os.environ.get('KUBERNETES_SERVICE_HOST') \
-                and not os.path.exists(os.path.expanduser('~/.kube/config')):
-            configuration = kube_client.Configuration()
-            kube_config.load_incluster_config(client_configuration=configuration)
-            return kube_client.ApiClient(configuration)
-        return kube_config.new_client_from_config(config_file=kubeconfig, context=auth.get('context'))
-    except (ConfigException, OSError, ValueError) as exc:
+        return get_api_client(**(auth or {})).client.client
+    except (CoreException, ConfigException, OSError, ValueError) as exc:
         raise StoreError(f'cannot load the Kubernetes connection ({server_words(str(exc)) or type(exc).__name__}); '
                          'check vllm_dr_k8s_auth (kubeconfig, context, host, api_key)') from None
 

@@ -79,9 +79,10 @@ options:
   k8s_auth:
     description:
       - With O(lock=lease), the Kubernetes connection as kubernetes.core's options take it (what the roles call
-        C(vllm_dr_k8s_auth)). Used keys are C(kubeconfig) (a path or a dict), C(context), C(host), C(api_key),
-        C(validate_certs), C(ca_cert), C(client_cert) and C(client_key); empty uses the default kubeconfig, or the
-        pod's service account inside a cluster.
+        C(vllm_dr_k8s_auth)), for example C(kubeconfig) (a path or a dict), C(context), C(host), C(api_key),
+        C(validate_certs), C(ca_cert), C(client_cert) and C(client_key). The client is kubernetes.core's own, as for
+        its modules; empty uses the C(K8S_AUTH_*) environment variables, the pod's service account inside a cluster,
+        or the default kubeconfig.
     type: dict
     default: {}
   owner:
@@ -121,7 +122,7 @@ options:
     type: str
     default: ""
 requirements:
-  - kubernetes (Python library) for O(lock=lease)
+  - kubernetes (Python library) and the kubernetes.core collection for O(lock=lease)
 seealso:
   - module: inferops.vllm_dr.vllm_session_sweep
 """

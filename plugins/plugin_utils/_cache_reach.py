@@ -31,18 +31,6 @@ POD_LIFETIME_KINDS = frozenset(('emptyDir', 'ephemeral'))
 METHODS = ('exec', 'init_container', 'velero_hook')
 
 
-def container_cache_mount(containers: list, container_name: str, cache_path: str) -> dict | None:
-    """The volume mount of the named container that holds the cache (None: no such container, no volume holds it, or
-    a relative path with no workingDir), resolved as cache_reach resolves it."""
-    # only the mounts matter here, not the volumes' kinds: each mount's volume is taken as declared
-    declared = [{'name': mount.get('name'), 'emptyDir': {}} for container in containers or []
-                for mount in container.get('volumeMounts') or []]
-    try:
-        return resolve({'containers': containers or [], 'volumes': declared}, container_name, cache_path)['mount']
-    except CachePathError:
-        return None
-
-
 def _first_pod_per_node(pods: list) -> list:
     chosen = {}
     for pod in pods:
@@ -68,11 +56,14 @@ def _strategy(resolved: dict, names: list, pods: list) -> tuple:
 
 
 def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: str, method: str = 'exec',
-                pod_backup_dir: str = '') -> dict:
+                pod_backup_dir: str = '', mode: str = 'auto') -> dict:
     """{strategy, volume, kind, inspect, purge, reason, location, path_in_volume, where, init, backup_dir, problem}:
     the pod names to read the cache in and to purge it in, the path the container sees (location), the init
     container's volume mount and environment (init, for init_container), the backup directory inside the purging
-    container (backup_dir), and `problem`: none, or the one line that stops the run before its first change."""
+    container (backup_dir), and `problem`: none, or the one line that stops the run before its first change.
+
+    mode every_pod (vllm_dr_k8s_cache_reach) reads every pod's copy, and purges in every pod unless the cache is on
+    the container's own file system (the restart purges it there); auto decides from the volume."""
     spec = deployment.get('spec', {}).get('template', {}).get('spec', {})
     names = [pod['metadata']['name'] for pod in pods]
     owner = 'Deployment %s' % deployment.get('metadata', {}).get('name', '?')
@@ -88,6 +79,10 @@ def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: s
         decided.update(reason=str(exc), problem=str(exc))
         return decided
     strategy, inspect, purge, reason = _strategy(resolved, names, pods)
+    dies_with_pod = strategy == 'restart'
+    if mode == 'every_pod':
+        inspect, purge = names, (names if resolved['volume'] else [])
+        strategy, reason = 'every_pod', 'vllm_dr_k8s_cache_reach is every_pod'
     decided.update({'strategy': strategy, 'volume': resolved['volume'], 'kind': resolved['kind'], 'inspect': inspect,
                     'purge': purge, 'reason': reason, 'location': resolved['location'],
                     'path_in_volume': resolved['path_in_volume'], 'where': describe(resolved)})
@@ -97,7 +92,7 @@ def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: s
             decided['backup_dir'] = backup_dir(resolved, spec, pod_backup_dir, mount=decided['init']['mount'])
         elif resolved['mount'] is not None:
             # the restart alone purges a cache that dies with its pod: nothing to reach inside the container then
-            problem = exec_problem(resolved) if strategy != 'restart' else None
+            problem = exec_problem(resolved) if not dies_with_pod else None
             if problem:
                 raise CachePathError(problem)
             decided['backup_dir'] = backup_dir(resolved, spec, pod_backup_dir)

@@ -1,8 +1,10 @@
 # Copyright (c) 2026, inferops SRE
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A Deployment on the API server: when its rollout is finished (as `kubectl rollout status` judges it) and what to say
-when not, which pods are its own, and what the purge needs of it before it changes anything."""
+"""The Deployment kind's rules, which the target model (_k8s_target.py, the one place the roles ask) composes: when its
+rollout is complete (as `kubectl rollout status` judges it) and what to say when not, which pods are its own (by the
+owner chain), which of them are of an older ReplicaSet, and the room its restart needs; the ConfigMap edit's own
+preconditions, the purge's failures per pod, and an API error in words."""
 
 from __future__ import annotations
 
@@ -84,34 +86,17 @@ def old_pods(pods: list, replicasets: list, deployment: dict) -> list:
             if (_meta(pod).get('labels') or {}).get('pod-template-hash') != current]
 
 
-def rollout_unfinished(deployment: dict, pods: list, replicasets: list) -> bool:
-    """Whether a rollout is still running, or ran since `pods` were read (one of them is of an older ReplicaSet).
-
-    The pods are read before the Deployment; a pod of an older ReplicaSet among them means they are being replaced
-    and must be read again once the rollout is done. A paused Deployment is not unfinished: nothing would finish it
-    (the purge's preconditions name it).
-    """
-    if (deployment.get('spec') or {}).get('paused'):
-        return False
-    return not rollout_complete(deployment) or bool(old_pods(pods, replicasets, deployment))
-
-
 def running_pods(pods: list) -> list:
     """Pods in phase Running and not being deleted."""
     return [pod for pod in pods or []
             if (pod.get('status') or {}).get('phase') == 'Running' and not _meta(pod).get('deletionTimestamp')]
 
 
-def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, config_maps: list, *,
-                        namespace: str, config_map: str, config_key: str, edit_path: str, edit_value,
-                        expected_pods: list = (), quotas: list = (), limit_ranges: list = ()) -> list:
-    """Every reason the purge cannot run to its end, one line each, judged before it changes anything.
-
-    `deployment` is the named Deployment (None when gone), `pods`/`replicasets` everything the selector and the
-    namespace list, `config_maps` what reading the ConfigMap by name returned, `expected_pods` the pods the diagnosis
-    reached (the purge runs in them), `quotas` and `limit_ranges` the namespace's ResourceQuotas and LimitRanges
-    (restart_room: the restart's surge pods must fit).
-    """
+def config_map_problems(config_maps: list, *, namespace: str, config_map: str, config_key: str, edit_path: str,
+                        edit_value) -> list:
+    """Why the configuration edit cannot run, one line each: `config_maps` is what reading the ConfigMap by name
+    returned; the document under `config_key` must be there, parseable, editable, and the ConfigMap mutable when the
+    edit changes it."""
     problems = []
     where = f'in namespace {namespace}'
     if not config_maps:
@@ -133,23 +118,6 @@ def purge_preconditions(deployment: dict | None, pods: list, replicasets: list, 
                     problems.append(f'ConfigMap {config_map} {where} is immutable, so {edit_path} cannot be set; '
                                     f'recreate it with {edit_path}: {str(edit_value).lower()} (or without '
                                     'immutable: true), then re-run')
-    if not deployment:
-        problems.append(f'the Deployment is gone from namespace {namespace}; re-run to find the workload again')
-        return problems
-    name = _meta(deployment).get('name')
-    if (deployment.get('spec') or {}).get('paused'):
-        problems.append(f'Deployment {name} {where} is paused, so its restart would never roll out; resume it '
-                        f'(kubectl -n {namespace} rollout resume deployment/{name}), then re-run')
-    running = {_meta(pod).get('name') for pod in running_pods(deployment_pods(pods, replicasets, deployment))}
-    if not running:
-        problems.append(f'Deployment {name} {where} has no running pod; the cache cannot be reached, start the '
-                        'workload, then re-run')
-    gone = [pod for pod in expected_pods or [] if pod not in running]
-    if running and gone:
-        problems.append(f'pod{"s" if len(gone) > 1 else ""} {", ".join(gone)} of Deployment {name} '
-                        f'{"are" if len(gone) > 1 else "is"} no longer running (replaced since the diagnosis); '
-                        're-run to reach the pods running now')
-    problems.extend(restart_room(deployment, quotas, limit_ranges, namespace=namespace))
     return problems
 
 
@@ -297,16 +265,3 @@ def api_error(result: dict) -> str:
         return f"the API server answered HTTP {result['status']} ({result['reason']})"
     line = (str(result.get('msg') or 'no answer').splitlines() or [''])[0]
     return line if len(line) <= 200 else line[:197] + '...'
-
-
-def wait_outcome(result: dict) -> str:
-    """What one read of the Deployment during a rollout wait says: 'complete', 'progressing', 'gone' or 'error'.
-
-    A failed read (the API server restarting, a dropped connection) is 'error': the wait goes on until its deadline.
-    """
-    if not isinstance(result, dict) or result.get('failed') or 'resources' not in result:
-        return 'error'
-    resources = result.get('resources') or []
-    if not resources:
-        return 'gone'
-    return 'complete' if rollout_complete(resources[0]) else 'progressing'

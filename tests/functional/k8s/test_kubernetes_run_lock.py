@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import subprocess
+import uuid
 
 import pytest
 
 from harness.k8s import KubeError
 from harness.k8s_runbook import cluster_state, report, run, when
-from harness.playbooks import playbook
+from harness.playbooks import BIN, playbook
 
 LEASE = 'vllm-dr-vllm'
 OTHER = 'bob@other-controller run 0123456789ab'
@@ -127,3 +129,29 @@ def test_detection_with_auto_repair_gives_the_lease_back_also_in_check_mode_and_
     assert re.search(r'Hold the run lock of the target: released\] \*+\n(\w+): \[lab\]', output).group(1) == 'changed', \
         output[-6000:]
     assert lease(workload) is None
+
+
+def test_the_lease_lock_connects_as_the_kubernetes_core_modules_do_from_the_k8s_auth_environment(kube, tmp_path):
+    """kubernetes.core's client makes the Lease lock's connection: with k8s_auth empty, the K8S_AUTH_* variables the
+    kubernetes.core modules of the run read name the cluster (no KUBECONFIG, no ~/.kube/config)."""
+    namespace = f'lock-env-{uuid.uuid4().hex[:8]}'
+    kube.kubectl('create', 'namespace', namespace)
+    env = {key: value for key, value in os.environ.items() if key != 'KUBECONFIG'}
+    env.update(HOME=str(tmp_path), K8S_AUTH_KUBECONFIG=kube.kubeconfig, ANSIBLE_NOCOLOR='1',
+               ANSIBLE_LOCALHOST_WARNING='0')
+    try:
+        def lock(state):
+            args = json.dumps({'lock': 'lease', 'namespace': namespace, 'name': 'vllm-dr-env', 'state': state,
+                               'owner': 'alice@controller run 0a1b2c3d4e5f'})
+            out = subprocess.run([os.path.join(BIN, 'ansible'), 'localhost', '-m', 'inferops.vllm_dr.vllm_run_lock',
+                                  '-a', args], capture_output=True, text=True, env=env, timeout=300, check=False)
+            return out.returncode, out.stdout + out.stderr
+        code, output = lock('acquired')
+        assert code == 0, output[-3000:]
+        holder = json.loads(kube.kubectl('-n', namespace, 'get', 'lease', 'vllm-dr-env', '-o', 'json'))
+        assert holder['spec']['holderIdentity'] == 'alice@controller run 0a1b2c3d4e5f'
+        code, output = lock('released')
+        assert code == 0, output[-3000:]
+        assert not kube.kubectl('-n', namespace, 'get', 'lease', 'vllm-dr-env', '--ignore-not-found').strip()
+    finally:
+        kube.kubectl('delete', 'namespace', namespace, '--wait=false', check=False)

@@ -4,7 +4,7 @@ run, who owns them, which permissions were refused, where the cache's volume is,
 from __future__ import annotations
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import restored_at
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import container_cache_mount
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import (
     missing_permissions,
     owner_names,
@@ -57,6 +57,14 @@ def test_missing_permissions_name_only_the_refused_ones_as_an_rbac_rule_does():
     assert missing_permissions(wanted[:1], [True], 'ns') == []
     # only a yes is a yes
     assert missing_permissions(wanted[:1], ['yes'], 'ns') == ['list pods in namespace ns']
+
+
+def container_cache_mount(containers, container_name, cache_path):
+    volumes = [{'name': mount['name'], 'emptyDir': {}} for container in containers for mount in container['volumeMounts']]
+    try:
+        return resolve({'containers': containers, 'volumes': volumes}, container_name, cache_path)['mount']
+    except CachePathError:
+        return None
 
 
 def test_the_cache_mount_is_the_deepest_volume_above_the_cache_of_the_named_container():

@@ -9,8 +9,12 @@ from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
     old_pods,
     rollout_complete,
     rollout_status,
-    rollout_unfinished,
 )
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target
+
+
+def rollout_unfinished(deployment_read, pods, replicasets):
+    return k8s_target(deployment_read, replicasets, pods, namespace='vllm')['rollout']['unfinished']
 
 
 def deployment(generation=3, observed=3, wanted=2, replicas=2, updated=2, available=2, conditions=None):

@@ -6,12 +6,8 @@ import re
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
-    deployment_pods,
-    purge_preconditions,
-    running_pods,
-    wait_outcome,
-)
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target, purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import deployment_pods, running_pods
 
 CONFIG = '# kept by hand\nsession_state_store:\n  refresh_on_startup: false\noauth:\n  client_secret: s3cr3t-value\n'
 
@@ -61,7 +57,7 @@ def test_running_pods_leave_out_pending_and_terminating_ones():
                                 'availableReplicas': 1}}]}, 'complete'),
 ])
 def test_a_failed_read_during_the_wait_is_an_error_to_retry_not_an_answer(result, outcome):
-    assert wait_outcome(result) == outcome
+    assert k8s_target(result, namespace='vllm')['rollout']['wait'] == outcome
 
 
 def problems(dep=None, config_maps=None, pods=None, expected=('vllm-a',), **options):

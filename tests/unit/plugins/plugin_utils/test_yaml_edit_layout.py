@@ -7,7 +7,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.yaml_set import FilterModule
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, YamlLayoutError, set_key
 
 KEY = 'session_state_store.refresh_on_startup'

@@ -1,0 +1,152 @@
+# Copyright (c) 2026, inferops SRE
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: k8s_target
+short_description: The Kubernetes target a run acts on, from the API server's raw reads
+version_added: 0.3.0
+description:
+  - The one model of the workload the roles act on. They read the workload, the objects between it and its pods and
+    the pods, and hand what kubernetes.core.k8s_info returned to this filter; it decides the rest.
+  - The workload's own pods are found through the owner chain, matched by uid (a Deployment's through its
+    ReplicaSets), so that a canary on the same selector is never taken. Only pods in phase C(Running) not being deleted count.
+  - The rollout is finished as C(kubectl rollout status) judges it (the latest spec observed, every wanted replica
+    updated and available) and no pod of an older revision is left.
+  - With O(cache_path), the token cache's reach as P(inferops.vllm_dr.cache_reach#filter) decides it (the path
+    resolved against the container's workingDir and the mount's subPath).
+  - The preconditions of a change of the workload, one line each (paused, no running pod, a pod of the diagnosis
+    replaced since, no room in a ResourceQuota for the restart's surge).
+  - Supported kinds (O(kind)) are C(Deployment). Another kind is refused in one line naming those supported.
+options:
+  _input:
+    description:
+      - The registered result of kubernetes.core.k8s_info's read of the workload by name (failed or not), or the
+        workload itself. None when it is not read yet; RV(_value.workloads) then names the workloads that own the
+        running pods.
+    type: raw
+    required: true
+  owners:
+    description: The objects between the workload and its pods (a Deployment's ReplicaSets), as k8s_info returns them.
+    type: list
+    elements: dict
+    default: []
+  pods:
+    description: The pods the selector or the namespace lists, as k8s_info returns them.
+    type: list
+    elements: dict
+    default: []
+  namespace:
+    description: The workload's namespace, for the messages.
+    type: str
+    required: true
+  kind:
+    description: The workload's kind.
+    type: str
+    default: Deployment
+  cache_path:
+    description: The token cache's path inside the container; without it no cache reach is decided.
+    type: str
+  container:
+    description: The name of the vLLM container.
+    type: str
+    default: vllm
+  method:
+    description: The purge method whose cache reach is decided.
+    type: str
+    default: exec
+  pod_backup_dir:
+    description: Where the purge keeps its backups in the container (C(vllm_dr_k8s_pod_backup_dir)).
+    type: str
+    default: ''
+  cache_reach:
+    description: C(auto) decides the pods that hold a copy of the cache from its volume; C(every_pod) takes each pod.
+    type: str
+    default: auto
+    choices: [auto, every_pod]
+  quotas:
+    description: The namespace's ResourceQuotas.
+    type: list
+    elements: dict
+    default: []
+  limit_ranges:
+    description: The namespace's LimitRanges.
+    type: list
+    elements: dict
+    default: []
+  expected_pods:
+    description: The pods an earlier phase reached; each no longer running is a precondition that fails.
+    type: list
+    elements: str
+author:
+  - inferops SRE (@inferops)
+"""
+
+EXAMPLES = r"""
+- name: The target, from the reads
+  ansible.builtin.set_fact:
+    target: >-
+      {{ deployment_read | inferops.vllm_dr.k8s_target(replicasets.resources, pods.resources, namespace='vllm',
+                                                       cache_path='/var/lib/vllm/token_cache.db') }}
+"""
+
+RETURN = r"""
+_value:
+  description: The target.
+  type: dict
+  contains:
+    kind:
+      description: The workload's kind.
+      type: str
+    name:
+      description: The workload's name, none unless it was found.
+      type: str
+    found:
+      description: C(found), C(gone) (the read answered with nothing) or C(error) (the read failed, or none was made).
+      type: str
+    selected:
+      description: C(count), how many pods were handed in, and C(running), the names of the running ones.
+      type: dict
+    workloads:
+      description: The names of the workloads of the kind that own the running pods, through the owner chain.
+      type: list
+      elements: str
+    pods:
+      description: The names of the workload's own running pods, in name order.
+      type: list
+      elements: str
+    pod_uids:
+      description: Each of those pods' uid, by name.
+      type: dict
+    rollout:
+      description:
+        - C(finished), C(complete) (by the workload's status alone), C(old_pods) (of an older revision),
+          C(paused), C(unfinished) (a rollout to wait for before the pods are taken), C(wait) (C(complete),
+          C(progressing), C(gone) or C(error), what this read tells a rollout wait) and C(status) (why not finished).
+      type: dict
+    cache_reach:
+      description: As P(inferops.vllm_dr.cache_reach#filter) returns it; none without O(cache_path).
+      type: dict
+    preconditions:
+      description: Every reason a change of the workload cannot run to its end, one line each.
+      type: list
+      elements: str
+"""
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target as _k8s_target
+
+
+def k8s_target(read, owners=None, pods=None, namespace='', kind='Deployment', cache_path=None, container='vllm',
+               method='exec', pod_backup_dir='', cache_reach='auto', expected_pods=None, quotas=None,
+               limit_ranges=None):
+    return _k8s_target(read, owners or [], pods or [], namespace=namespace, kind=kind, cache_path=cache_path,
+                       container=container, method=method, pod_backup_dir=pod_backup_dir or '',
+                       cache_reach_mode=cache_reach, expected_pods=expected_pods, quotas=quotas or [],
+                       limit_ranges=limit_ranges or [])
+
+
+class FilterModule:
+    def filters(self):
+        return {'k8s_target': k8s_target}
