@@ -260,11 +260,14 @@ class RedisLock:
             pipe.get(self.key)
             pipe.pttl(self.key)
             return pipe.execute()
+        # The time-to-live counts from when the server answered, which is after this moment: the expiry is taken from
+        # the moment the read was sent, so a slow answer never makes the lock look held longer than its TTL.
+        asked_at = current_time()
         raw, ttl_ms = self._guarded(get)
         if raw is None or ttl_ms == -2:  # -2: it expired between the two reads
             return None
         owner, acquired_at, renewed_at = _parse_record(raw, self.where)
-        expires_at = current_time() + ttl_ms / 1000.0 if ttl_ms >= 0 else float('inf')
+        expires_at = asked_at + ttl_ms / 1000.0 if ttl_ms >= 0 else float('inf')
         return Holder(owner, acquired_at, expires_at, version=raw, renewed_at=renewed_at)
 
     def can_release(self) -> None:
@@ -338,8 +341,9 @@ class EtcdLock:
         lease = int(kvs[0].get('lease', 0))
         expires_at = float('inf')
         if lease:
+            asked_at = current_time()  # as for Redis: the TTL counts from the answer, after this moment
             ttl = int(self.call('/lease/timetolive', {'ID': lease}).get('TTL', -1))
-            expires_at = current_time() + max(ttl, 0)
+            expires_at = asked_at + max(ttl, 0)
         return Holder(owner, acquired_at, expires_at, version=(int(kvs[0]['mod_revision']), lease),
                       renewed_at=renewed_at)
 
