@@ -10,7 +10,8 @@ import pytest
 from redis.exceptions import ResponseError
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepOptions, Sweeper
 from harness.backups import restorable

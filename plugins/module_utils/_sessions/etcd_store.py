@@ -22,7 +22,7 @@ import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_etcd_endpoint
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import parse_etcd_endpoint
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import EntryBatch, Partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import judge_etcd, unchecked
 

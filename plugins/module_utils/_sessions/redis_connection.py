@@ -19,7 +19,7 @@ import traceback
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
     StoreError, classify_redis_error, describe_redis_error, exception_chain, redis_error_text,
 )
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_sentinel_hosts
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import parse_sentinel_hosts
 
 REDIS_IMPORT_ERROR = None
 try:
