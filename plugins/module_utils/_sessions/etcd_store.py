@@ -23,7 +23,7 @@ import traceback
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import parse_etcd_endpoint
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import EntryBatch, Partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep_pipeline import EntryBatch, Partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import judge_etcd, unchecked
 
 ETCD_IMPORT_ERROR = None
@@ -239,7 +239,7 @@ class EtcdStore(Partition):
         ``need``s there); a failure is a one-line StoreError."""
         return self._call(path, payload, prefix, need)
 
-    # ---- the partition interface (loop.Partition; etcd is one partition) --------------------
+    # ---- the partition interface (sweep_pipeline.Partition; etcd is one partition) --------------------
 
     def partitions(self):
         return [self]
@@ -276,7 +276,7 @@ class EtcdStore(Partition):
         """Run the delete's transactions now (delete_unchanged); settle_oldest counts what they answered.
 
         A failed transaction stops the sweep at once; what the ones before it did is counted
-        when the loop settles this delete.
+        when the pipeline settles this delete.
         """
         delete = _Delete(victims)
         self._sweep.deletes.append(delete)

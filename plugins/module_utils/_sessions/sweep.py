@@ -5,7 +5,7 @@
 """Report, sweep and restore vLLM sessions in any store.
 
 The order of every batch is: read, judge, write the backup lines and fsync them,
-then delete conditionally on the server (loop.py runs that order; SweepJob here
+then delete conditionally on the server (sweep_pipeline.py runs that order; SweepJob here
 makes its decisions: which entries go, what is counted, what the backup says).
 If the store dies mid-sweep, the backup holds exactly what was deleted so far and
 a re-run finishes the job.
@@ -26,7 +26,7 @@ import time
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import INVALID_SAMPLES, BackupReader, BackupWriter, header, prepare_backup_path
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import sweep_partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep_pipeline import sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
@@ -193,7 +193,7 @@ def _rare_collections():
 class SweepJob:
     """The decisions of one partition's sweep, batch by batch: which entries go, what is counted, what the backup says.
 
-    The loop (loop.sweep_partition) drives the order: for every batch it calls
+    The pipeline (sweep_pipeline.SweepPipeline) drives the order: for every batch it calls
     ``judge_batch``, then, when ``deleting``, ``start_backup`` and ``finish_backup``
     before the victims' delete is sent, ``settle`` with what the delete did, and
     ``abandon`` for victims whose delete is never sent or was refused.
@@ -215,7 +215,7 @@ class SweepJob:
         return self.options.select in ('expired', 'all')
 
     def judge_batch(self, batch):
-        """Count a batch (a loop.Batch) and return the entries to remove (never more than max_delete allows).
+        """Count a batch (a sweep_pipeline.Batch) and return the entries to remove (never more than max_delete allows).
 
         When the expiry alone decides, the sessions whose expiry the store read raw are judged
         by it and only their victims become entries: half a sweep's sessions are usually kept,
