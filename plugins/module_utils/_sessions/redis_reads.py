@@ -61,7 +61,7 @@ class PipelinedReads:
         self._client = client
         self._pattern = pattern
         self._size = options.batch_size
-        self._read_strings = options.malformed == 'sweep'
+        self._read_strings = options.sweeps_malformed  # a string under the pattern may go then: read it
         self._routing = routing
         self._recent = RecentKeys()
         self.reading = None  # (keys, whether a SCAN page was asked for too) of the reads sent last

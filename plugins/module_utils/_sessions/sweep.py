@@ -79,6 +79,11 @@ class SweepOptions:
         return self.state == 'swept' and not self.check_mode
 
     @property
+    def sweeps_malformed(self) -> bool:
+        """Whether malformed sessions and removable wrong-type entries go too (``malformed: sweep``)."""
+        return self.malformed == 'sweep'
+
+    @property
     def guard_fields(self):
         """Fields compared at delete time: a refresh always rewrites both."""
         return [self.expires_field, REFRESH_TOKEN_FIELD]
@@ -164,12 +169,33 @@ def judge_by_provider(fields, options: SweepOptions):
     return (KEEP if options.introspector.active(token) else MATCH), expiry
 
 
-def _to_remove(verdict: str, entry, options: SweepOptions) -> bool:
+def to_remove(verdict: str, entry, options: SweepOptions) -> bool:
+    """Whether an entry judged ``verdict`` goes: a match always; a malformed session, or a wrong-type entry the backup
+    can hold, only when malformed sessions are swept. The one rule for malformed sessions (``entry`` is read for a
+    wrong-type verdict only)."""
     if verdict == MATCH:
         return True
-    if options.malformed != 'sweep':
+    if not options.sweeps_malformed:
         return False
     return verdict == MALFORMED or (verdict == WRONG_TYPE and deletable_wrong_type(entry))
+
+
+def judge_each(entries, options: SweepOptions):
+    """(malformed, wrong type, expiries read, victims) of entries judged one by one (judge_by_provider, to_remove)."""
+    malformed = wrong_type = 0
+    expiries = []
+    victims = []
+    for entry in entries:
+        verdict, expiry = judge_by_provider(session_fields(entry), options)
+        if expiry is not None:
+            expiries.append(expiry)
+        if verdict == MALFORMED:
+            malformed += 1
+        elif verdict == WRONG_TYPE:
+            wrong_type += 1
+        if to_remove(verdict, entry, options):
+            victims.append(entry)
+    return malformed, wrong_type, expiries, victims
 
 
 @contextlib.contextmanager
@@ -250,21 +276,7 @@ class SweepJob:
 
     def _judge_each(self, entries):
         """judge, entry by entry: the identity provider's verdicts, and entries that are not sessions."""
-        options = self.options
-        malformed = wrong_type = 0
-        expiries = []
-        victims = []
-        for entry in entries:
-            verdict, expiry = judge_by_provider(session_fields(entry), options)
-            if expiry is not None:
-                expiries.append(expiry)
-            if verdict == MALFORMED:
-                malformed += 1
-            elif verdict == WRONG_TYPE:
-                wrong_type += 1
-            if _to_remove(verdict, entry, options):
-                victims.append(entry)
-        return self._count(len(entries), malformed, wrong_type, expiries, victims, _KEY_OF_ENTRY)
+        return self._count(len(entries), *judge_each(entries, self.options), _KEY_OF_ENTRY)
 
     def judge_expiries(self, keys, raws):
         """The rule of the selections the expiry alone decides (``by_expiry``), for a batch of sessions.
@@ -275,15 +287,14 @@ class SweepJob:
         """
         options = self.options
         cutoff = options.cutoff
-        sweep_malformed = options.malformed == 'sweep'
         expiries = parse_expiries(raws)
         malformed = expiries.count(None)
         if options.select == 'all':
-            positions = [position for position, expiry in enumerate(expiries) if expiry is not None or sweep_malformed]
-        elif sweep_malformed:
-            positions = [position for position, expiry in enumerate(expiries) if expiry is None or expiry < cutoff]
+            positions = [position for position, expiry in enumerate(expiries) if expiry is not None]
         else:
             positions = [position for position, expiry in enumerate(expiries) if expiry is not None and expiry < cutoff]
+        if malformed and to_remove(MALFORMED, None, options):
+            positions = sorted(positions + [position for position, expiry in enumerate(expiries) if expiry is None])
         if malformed:
             expiries = [expiry for expiry in expiries if expiry is not None]
         return self._count(len(raws), malformed, 0, expiries, positions, keys.__getitem__)
