@@ -18,6 +18,8 @@ BIN := $(VENV)/bin
 COLLECTIONS := $(ROOT)/build/collections
 REPORTS := $(ROOT)/reports
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+# The slowest tests of a suite, printed at its end: where a long run spends its time.
+DURATIONS := --durations=25 --durations-min=20
 
 export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -52,11 +54,12 @@ deps:
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
 # Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
-# of the time, with Molecule and the AWX jobs; every other gate in the other. Every gate runs even when an earlier one
+# of the time, with Molecule, the AWX jobs and the dependency floors; every other gate in the other (the lanes are
+# balanced by the gate times the run's table prints). Every gate runs even when an earlier one
 # is red; the run still exits non-zero, after a table of each gate's time and result. VLLM_DR_LANES=1: in turn.
 # `make cores` (every sanity test under every core) stays a gate of its own.
-LANE_K8S := integration-k8s molecule aap
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick floors
+LANE_K8S := integration-k8s molecule aap floors
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
@@ -98,13 +101,13 @@ integration: deps
 # pytest's per-test time limit; the tests start it once per session.
 integration-host: deps
 	bash tools/keycloak/install.sh >/dev/null
-	$(PYTEST) tests/functional --ignore=tests/functional/k8s --ignore=tests/functional/observability \
+	$(PYTEST) $(DURATIONS) tests/functional --ignore=tests/functional/k8s --ignore=tests/functional/observability \
 	  --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
 integration-k8s: deps
 	$(K8S_BUILD)
-	$(PYTEST) tests/functional/k8s --junitxml=$(REPORTS)/integration-k8s.xml
+	$(PYTEST) $(DURATIONS) tests/functional/k8s --junitxml=$(REPORTS)/integration-k8s.xml
 
 # One Molecule scenario per role that runs on the incident lab host (extensions/molecule/<role>), verified with
 # testinfra; k8s_target needs a Kubernetes API, tests/functional/k8s covers it.
