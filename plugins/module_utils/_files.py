@@ -161,12 +161,30 @@ def copy_private(source: str, destination: str, follow_links: bool = True) -> No
         dst = open_private(destination)
         try:
             with dst:
-                shutil.copyfileobj(src, dst, _CHUNK)
+                _copy_contents(src, dst)
                 make_durable(dst, destination)
         except OSError as exc:
             _remove_quietly(destination)
             raise BackupError(f'backup of {source} to {destination} failed ({exc.strerror}); '
                               'free space or choose another backup location') from None
+
+
+def _copy_contents(src, dst) -> None:
+    """Copy the open file ``src`` into ``dst``: inside the kernel where it can (no pass through this process's
+    memory, which halves the time a large cache is held locked), else through a buffer."""
+    sendfile = getattr(os, 'sendfile', None)
+    if sendfile is not None:
+        offset = 0
+        try:
+            while True:
+                sent = sendfile(dst.fileno(), src.fileno(), offset, _CHUNK * 8)
+                if not sent:
+                    return
+                offset += sent
+        except OSError as exc:
+            if offset or exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.ENOTSOCK):
+                raise
+    shutil.copyfileobj(src, dst, _CHUNK)
 
 
 def file_digest(path: str) -> str:

@@ -2,12 +2,16 @@
 
 One run, same machine, same data: --sessions sessions (half expired, 1% malformed)
 are written once per server (--servers: Redis 7.0 and Valkey 8.1 by default) and saved
-to one RDB file; each contender gets a fresh server of that kind loaded from a copy of
-it, and the baseline uses that server's own cli (redis-cli, valkey-cli). A shared machine's pace can drift by a
-third either way within a minute, so each sweep is timed between two runs of the
-baseline (baseline, direct, baseline, ansible, baseline) and compared with their
-mean: a change of pace moves both sides of its ratio. --rounds N does that N
-times and judges the median ratios. Contenders:
+to one RDB file. Every measured run starts from the same state: a fresh server of that
+kind loaded from a copy of that file, settled before the clock starts (loading done,
+every key there, MEMORY PURGE, no lazy free pending). The baseline uses that server's
+own cli (redis-cli, valkey-cli). The runs are interleaved (baseline, direct, baseline,
+ansible, baseline, direct, ...) and each sweep is compared with the mean of the two
+baselines around it, so that a change of the machine's pace moves both sides of its
+ratio. Rounds are added until the last --rounds ratios of each sweep lie within
+±--tolerance of their median (at most --max-rounds); otherwise the machine is too
+noisy to judge and the benchmark fails. The targets are judged on those medians.
+Contenders:
 
   baseline  redis-cli --scan --pattern 'vllm:session:*' | xargs -n 1000 redis-cli unlink
             (unconditional: deletes every session, keeps no backup)
@@ -17,9 +21,15 @@ times and judges the median ratios. Contenders:
   restore   the direct sweep's backup restored into the emptied store (peak RSS at most --max-rss-mb)
   etcd      --etcd-keys expired sessions in etcd swept into a backup, then restored
 
+Why the baseline alone used to move 2x: the server's share of it is small (its CPU time
+is printed beside each baseline); most of it is redis-cli's SCAN round trips (COUNT 10)
+and the thousand redis-cli processes xargs starts, whose pace follows whatever else the
+machine is doing. Hence the interleaving, the settled start and the spread.
+
 Wall time, peak RSS of the sweeping process (and its children) and the counts are
 printed with the ratios to the baseline, per server, and the ratios of both servers
-side by side at the end. Exits 1 when a target is missed on either server.
+side by side at the end, with the machine load at the start and at the end. Exits 1
+when a target is missed on either server or the rounds do not settle.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ BIN = os.path.dirname(sys.executable)
 from harness.servers import (  # noqa: E402  pylint: disable=wrong-import-position
     STORE_SERVERS, EtcdServer, RedisClusterSet, RedisServer, store_binary,
 )
+from bench.rounds import Rounds, machine_load  # noqa: E402  pylint: disable=wrong-import-position
 
 PATTERN = 'vllm:session:*'
 
@@ -93,15 +104,41 @@ def seed(client, sessions: int, now: float) -> dict:
 
 
 @contextlib.contextmanager
-def fresh_server(work: str, rdb: str, name: str, kind: str):
-    """A server of ``kind`` loaded from a copy of the RDB, in a directory of its own removed afterwards."""
+def fresh_server(work: str, rdb: str, name: str, kind: str, keys: int):
+    """A settled server of ``kind`` loaded from a copy of the RDB, in a directory of its own removed afterwards."""
     directory = tempfile.mkdtemp(prefix=f'{kind}-{name}-', dir=work)
     try:
         shutil.copyfile(rdb, os.path.join(directory, 'dump.rdb'))
         with RedisServer(workdir=directory, kind=kind) as server:
+            settle(server, keys)
             yield server
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def settle(server: RedisServer, keys: int, timeout: float = 600) -> None:
+    """Wait until the server has loaded all ``keys``, has given its allocator's free pages back and frees nothing
+    lazily: the same state before every measured run."""
+    client = redis.Redis(host='127.0.0.1', port=server.port, socket_timeout=60)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = client.info()
+            if not info['loading'] and client.dbsize() == keys:
+                client.memory_purge()
+                if not client.info('memory').get('lazyfree_pending_objects', 0):
+                    break
+        except redis.BusyLoadingError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f'{server.kind} on port {server.port} did not settle with {keys:,} keys in {timeout:.0f}s')
+        time.sleep(0.05)
+    client.close()
+
+
+def server_cpu(server: RedisServer) -> float:
+    info = server.client().info('cpu')
+    return info['used_cpu_user'] + info['used_cpu_sys']
 
 
 def run_baseline(server: RedisServer) -> dict:
@@ -110,12 +147,13 @@ def run_baseline(server: RedisServer) -> dict:
                f"xargs -n 1000 {cli} -p {server.port} unlink > /dev/null")
     client = server.client()
     before = client.dbsize()
+    cpu = server_cpu(server)
     start = time.monotonic()
     subprocess.run(['bash', '-c', command], check=True)
     wall_s = time.monotonic() - start
     if client.dbsize():
         raise SystemExit(f'baseline left {client.dbsize():,} keys: {os.path.basename(cli)} did not finish its job')
-    return {'wall_s': wall_s, 'deleted': before}
+    return {'wall_s': wall_s, 'deleted': before, 'server_cpu_s': server_cpu(server) - cpu}
 
 
 def run_direct(port: int, backend: str, backup: str, batch: int, state: str = 'swept', params=None) -> dict:
@@ -193,41 +231,59 @@ def run_ansible(port: int, backup: str, batch: int) -> dict:
     return result
 
 
-def timed_baseline(work: str, rdb: str, kind: str) -> float:
-    with fresh_server(work, rdb, 'baseline', kind) as server:
+def timed_baseline(work: str, rdb: str, kind: str, keys: int) -> float:
+    with fresh_server(work, rdb, 'baseline', kind, keys) as server:
         baseline = run_baseline(server)
-    print(f'baseline  {kind}-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s '
-          f'(deleted all {baseline["deleted"]:,}, no condition, no backup)')
+    print(f'baseline  {kind}-cli scan | xargs unlink: {baseline["wall_s"]:.2f}s, the server\'s CPU '
+          f'{baseline["server_cpu_s"]:.2f}s (deleted all {baseline["deleted"]:,}, no condition, no backup)', flush=True)
     return baseline['wall_s']
 
 
-def run_round(work: str, rdb: str, counts: dict, args, failures: list, kind: str):
-    """The baseline around each sweep (direct, then Ansible), each run on a fresh ``kind`` server from the RDB:
-    (baselines, ratios)."""
-    baselines = [timed_baseline(work, rdb, kind)]
-    ratios = {}
-    for name in ('direct', 'ansible'):
-        backup = os.path.join(work, f'{name}.jsonl')
-        with fresh_server(work, rdb, name, kind) as server:
-            result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
-                else run_ansible(server.port, backup, args.batch_size)
-            left = server.client().dbsize()
-            if name == 'direct' and args.restore:
-                run_restore(server, backup, result['deleted'], args, failures)
-        rss = result['peak_rss_mb']
-        inside = f' (the module itself {result["duration_s"]:.2f}s)' if name == 'ansible' else ''
-        print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside}, peak RSS {rss:.0f} MB; '
-              f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
-              f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB')
-        baselines.append(timed_baseline(work, rdb, kind))
-        ratios[name] = result['wall_s'] / statistics.mean(baselines[-2:])
-        print(f'{name:8}  {ratios[name]:.2f}x the baseline around it (the mean of {baselines[-2]:.2f}s and {baselines[-1]:.2f}s)')
-        os.remove(backup)
-        if result['deleted'] != counts['expired'] or left != args.sessions - counts['expired']:
-            failures.append(f'{kind} {name}: wrong counts')
-        if rss > args.max_rss_mb:
-            failures.append(f'{kind} {name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
-    return baselines, ratios
+def timed_sweep(name: str, work: str, rdb: str, counts: dict, args, failures: list, kind: str,
+                restore: bool = False) -> float:
+    """One sweep (direct or through Ansible) on a fresh ``kind`` server from the RDB: its wall time, checked;
+    with ``restore``, its backup is then restored into the emptied server (not timed with the sweep)."""
+    backup = os.path.join(work, f'{name}.jsonl')
+    with fresh_server(work, rdb, name, kind, args.sessions) as server:
+        cpu = server_cpu(server)
+        result = run_direct(server.port, 'redis', backup, args.batch_size) if name == 'direct' \
+            else run_ansible(server.port, backup, args.batch_size)
+        cpu = server_cpu(server) - cpu
+        left = server.client().dbsize()
+        if restore:
+            run_restore(server, backup, result['deleted'], args, failures)
+    rss = result['peak_rss_mb']
+    inside = f' (the module itself {result["duration_s"]:.2f}s)' if name == 'ansible' else ''
+    print(f'{name:8}  vllm_session_sweep: {result["wall_s"]:.2f}s{inside}, the server\'s CPU {cpu:.2f}s, peak RSS {rss:.0f} MB; '
+          f'scanned {result["scanned"]:,}, deleted {result["deleted"]:,}, malformed {result["malformed"]:,}, '
+          f'left {left:,}, backup {os.path.getsize(backup) / 2**20:.0f} MiB', flush=True)
+    os.remove(backup)
+    if result['deleted'] != counts['expired'] or left != args.sessions - counts['expired']:
+        failures.append(f'{kind} {name}: wrong counts')
+    if rss > args.max_rss_mb:
+        failures.append(f'{kind} {name}: peak RSS {rss:.0f} MB > {args.max_rss_mb:.0f} MB')
+    return result['wall_s']
+
+
+def run_rounds(work: str, rdb: str, counts: dict, args, failures: list, kind: str) -> Rounds:
+    """baseline, direct, baseline, ansible, baseline, ... until the ratios settle (or may not be waited for longer)."""
+    rounds = Rounds(args.rounds, args.max_rounds, args.tolerance)
+    before = timed_baseline(work, rdb, kind, args.sessions)
+    while rounds.more():
+        print(f'round {rounds.done + 1} (at most {rounds.max_rounds})', flush=True)
+        figures, ratios = {'baseline_s': before}, {}
+        for name in ('direct', 'ansible'):
+            # the restore once per server kind, after the first direct sweep
+            restore = args.restore and name == 'direct' and not rounds.done
+            wall_s = timed_sweep(name, work, rdb, counts, args, failures, kind, restore)
+            after = timed_baseline(work, rdb, kind, args.sessions)
+            ratios[name] = wall_s / statistics.mean([before, after])
+            figures[f'{name}_s'] = wall_s
+            print(f'{name:8}  {ratios[name]:.2f}x the baseline around it (the mean of {before:.2f}s and {after:.2f}s)',
+                  flush=True)
+            before = after
+        rounds.add(figures, ratios)
+    return rounds
 
 
 def run_server(work: str, kind: str, args, failures: list) -> dict:
@@ -241,26 +297,22 @@ def run_server(work: str, kind: str, args, failures: list) -> dict:
         rdb = os.path.join(work, f'{kind}-sessions.rdb')
         shutil.copyfile(seeder.rdb_path, rdb)
     print(f'seeded {kind} with {args.sessions:,} sessions ({counts["expired"]:,} expired, {counts["malformed"]:,} malformed) '
-          f'in {time.monotonic() - start:.1f}s; RDB {os.path.getsize(rdb) / 2**20:.0f} MiB')
+          f'in {time.monotonic() - start:.1f}s; RDB {os.path.getsize(rdb) / 2**20:.0f} MiB', flush=True)
 
-    ratios = {'direct': [], 'ansible': []}
-    baselines = []
-    for index in range(args.rounds):
-        if args.rounds > 1:
-            print(f'round {index + 1} of {args.rounds}')
-        around, measured = run_round(work, rdb, counts, args, failures, kind)
-        baselines.extend(around)
-        for name, ratio in measured.items():
-            ratios[name].append(ratio)
+    rounds = run_rounds(work, rdb, counts, args, failures, kind)
+    for line in rounds.report():
+        print(f'{kind:7}   {line}')
+    if not rounds.settled():
+        failures.append(f'{kind}: the rounds did not settle, the machine is too noisy to judge the ratios')
     targets = {'direct': 1.0, 'ansible': 1.2}
     medians = {}
-    for name, measured in ratios.items():
-        ratio = medians[name] = statistics.median(measured)
-        if args.rounds > 1:
-            print(f'{name:8}  median of {args.rounds} rounds: {ratio:.2f}x baseline '
-                  f'({", ".join(f"{value:.2f}" for value in measured)})')
+    for name in targets:
+        ratio = medians[name] = rounds.median(name)
+        print(f'{name:8}  median of the last {args.rounds} rounds: {ratio:.2f}x baseline '
+              f'({", ".join(f"{value:.2f}" for value in rounds.judged(name))})')
         if ratio > targets[name]:
             failures.append(f'{kind} {name}: {ratio:.2f}x baseline > {targets[name]}x')
+    baseline_s = statistics.median(rounds.figures['baseline_s'][-args.rounds:])
 
     if not args.skip_cluster:
         with RedisClusterSet(3, workdir=os.path.join(work, f'{kind}-cluster'), kind=kind) as cluster:
@@ -270,7 +322,7 @@ def run_server(work: str, kind: str, args, failures: list) -> dict:
             result = run_direct(cluster.nodes[0].port, 'redis_cluster', os.path.join(work, f'{kind}-cluster.jsonl'),
                                 args.batch_size)
         print(f'cluster   vllm_session_sweep on 3 {kind} primaries: {result["wall_s"]:.2f}s '
-              f'({result["wall_s"] / statistics.median(baselines):.2f}x the standalone baseline), '
+              f'({result["wall_s"] / baseline_s:.2f}x the standalone baseline\'s median {baseline_s:.2f}s), '
               f'peak RSS {result["peak_rss_mb"]:.0f} MB, deleted {result["deleted"]:,}')
         if result['deleted'] != counts['expired']:
             failures.append(f'{kind} cluster: wrong counts')
@@ -289,10 +341,14 @@ def main() -> int:
     parser.add_argument('--only-etcd', action='store_true', help='only the etcd sweep and restore')
     parser.add_argument('--servers', default=','.join(STORE_SERVERS),
                         help=f'the servers to sweep, comma-separated (default {",".join(STORE_SERVERS)})')
-    parser.add_argument('--rounds', type=int, default=1,
-                        help='the baseline around the direct and the ansible sweep this many times; targets judged on the median ratios')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='the rounds judged: the last ones, once their ratios agree; targets judged on their medians')
+    parser.add_argument('--max-rounds', type=int, default=6, help='give up on a noisy machine after this many rounds')
+    parser.add_argument('--tolerance', type=float, default=0.10,
+                        help='how far each judged ratio may lie from their median')
     args = parser.parse_args()
 
+    print(machine_load('start'), flush=True)
     work = tempfile.mkdtemp(prefix='vllm-dr-bench-sweep-')
     failures = []
     try:
@@ -310,6 +366,7 @@ def main() -> int:
             print(f'ratio     {kind:7} direct {ratios["direct"]:.2f}x, ansible {ratios["ansible"]:.2f}x the {kind}-cli baseline')
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        print(machine_load('end'))
     return report_failures(failures)
 
 

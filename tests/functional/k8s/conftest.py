@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, vllm_workload
+from harness.lws import LwsController
 from lab.labctl import Lab
 
 
@@ -32,6 +33,16 @@ def kwok(kube):
         pytest.skip('needs kwok (ClusterLogs/ClusterExec) to run the lab gateway behind the pods; '
                     'unset KUBECONFIG to use the suite\'s own control plane')
     return kube
+
+
+@pytest.fixture(scope='session')
+def lws_controller(kube, tmp_path_factory):
+    """The LeaderWorkerSet controller (tools/lws/build.sh) on the suite's own control plane, one for the session."""
+    if not kube.owned:
+        pytest.skip('installs the LeaderWorkerSet CRDs and admission webhooks: needs the suite\'s own control plane; '
+                    'unset KUBECONFIG')
+    with LwsController(kube, str(tmp_path_factory.mktemp('lws'))) as controller:
+        yield controller
 
 
 class Workload:

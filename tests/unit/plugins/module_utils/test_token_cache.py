@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -12,7 +15,7 @@ import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import file_digest
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import (
-    TokenCache, TokenCacheError, manage)
+    TokenCache, TokenCacheError, expiry_epoch_sql, manage)
 from harness.caches import WriteLockHolder, crash_after_write, expiring, make_cache, row_ids, set_mtime
 
 NOW = time.time()
@@ -66,6 +69,39 @@ def test_inspect_counts_every_expiry_format_in_sql(cache_path):
     assert info['expired_rows'] == 6
     assert info['earliest_expiry'] == '2024-07-10T12:00:00Z'
     assert info['latest_expiry'] == '2999-07-10T12:00:00Z'
+
+
+class CountingSteps(TokenCache):
+    """A TokenCache whose connections count the SQLite virtual machine steps they run (every 100)."""
+
+    steps = 0
+
+    def _connect(self, readonly):
+        conn = super()._connect(readonly)
+        conn.set_progress_handler(self._step, 100)
+        return conn
+
+    @staticmethod
+    def _step():
+        CountingSteps.steps += 100
+        return 0
+
+
+def test_inspect_reads_each_expiry_once_not_once_per_figure(cache_path):
+    """Counting expired and malformed rows and the earliest and latest expiry judges each row's expiry once: well
+    under 2.5 times the SQLite steps of a single COUNT of the expired rows (each figure judging it anew costs 4)."""
+    iso = [(f'iso-{index}', '2024-07-10T12:00:00Z') for index in range(2000)]
+    make_cache(cache_path, mixed_rows() + iso + expiring(4000) + expiring(4000, start=4000, offset=3600))
+    conn = sqlite3.connect(cache_path)
+    conn.set_progress_handler(CountingSteps._step, 100)
+    CountingSteps.steps = 0
+    conn.execute(f'SELECT count(*) FROM tokens WHERE {expiry_epoch_sql("expires_at")} < ?', (NOW,)).fetchone()
+    conn.close()
+    one_pass = CountingSteps.steps
+    CountingSteps.steps = 0
+    info = CountingSteps(cache_path).inspect(NOW)
+    assert info['rows'] == 10011 and info['expired_rows'] == 6 + 2000 + 4000
+    assert CountingSteps.steps < 2.5 * one_pass, (CountingSteps.steps, one_pass)
 
 
 def test_inspect_changes_no_data_even_with_wal_sidecars(tmp_path, cache_path):
@@ -177,6 +213,35 @@ def test_prune_keeps_rows_in_the_wal_in_its_backup(tmp_path, cache_path):
         suffix = name.rsplit('.bak', 1)[1]
         os.link(name, restore_dir / f'copy.db{suffix}')
     assert len(row_ids(restore_dir / 'copy.db')) == 10
+
+
+# A prune in a process whose files cannot grow past a limit: to it the disk is full after that many bytes.
+PRUNE_ON_A_FULL_DISK = r'''
+import json, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), int(sys.argv[3])))
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import TokenCache, TokenCacheError, manage
+try:
+    manage(TokenCache(sys.argv[1]), 'pruned', float(sys.argv[2]), backup_dir=sys.argv[4])
+except TokenCacheError as exc:
+    print(json.dumps({'error': str(exc)}))
+else:
+    print(json.dumps({'error': None}))
+'''
+
+
+def test_prune_whose_backup_fills_the_disk_deletes_nothing_and_leaves_no_partial_backup(tmp_path, cache_path):
+    make_cache(cache_path, expiring(3000) + expiring(3000, start=3000, offset=3600))
+    before = snapshot(tmp_path)
+    backups = tmp_path / 'backups'
+    limit = os.path.getsize(cache_path) // 2
+    out = subprocess.run([sys.executable, '-c', PRUNE_ON_A_FULL_DISK, cache_path, repr(NOW), str(limit), str(backups)],
+                         check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    error = json.loads(out.stdout)['error']
+    assert error and 'free space or choose another backup location' in error
+    assert snapshot(tmp_path) == before
+    assert os.listdir(backups) == []
+    assert len(row_ids(cache_path)) == 6000
 
 
 def test_prune_on_a_corrupt_file_fails_and_leaves_it(tmp_path, cache_path):

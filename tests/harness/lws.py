@@ -1,0 +1,161 @@
+"""The LeaderWorkerSet controller (sigs.k8s.io/lws) on the suite's control plane, so that LWS groups are real.
+
+tools/lws/build.sh builds the release's manager and copies its CRDs and webhook configurations into the cache (once);
+LwsController applies the CRDs, runs the manager as a local process against the cluster's kubeconfig, on free loopback
+ports (webhook server, metrics, health probes), and registers its admission webhooks.
+
+The webhooks run, with a certificate this harness issues. The manager's own certificate rotation
+(internalCertManagement) cannot serve this control plane: it issues a certificate for the DNS name
+`lws-webhook-service.lws-system.svc` and injects its CA into webhook configurations that name that Service, and the
+API server reaches a Service's webhook through the Service's cluster IP. Here the manager is a process on this machine,
+not a pod behind a Service, and the cluster has no pod network nor kube-proxy (kwok's pods run nothing), so no Service
+leads to it (an Endpoints or EndpointSlice may not name a loopback address, and the manager listens on the loopback
+only). So the rotation is off, the webhook configurations are the release's own (config/webhook, with its
+kustomize patches: the pod webhooks only for pods labelled leaderworkerset.sigs.k8s.io/name) with each clientConfig
+pointed at `https://127.0.0.1:<port><path>` and the CA bundle of a certificate for 127.0.0.1 (TlsFiles), which the
+manager serves from its certDir. Everything else (defaulting and validation of LeaderWorkerSets, the pod webhook that
+labels each pod with its group and worker index and sets LWS_LEADER_ADDRESS) runs as in a release deployment.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import glob
+import os
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+from harness.k8s import ROOT, KubeCluster
+from harness.servers import LOOPBACK, ServerError, TlsFiles, _Process, free_port
+
+BUILD_SH = os.path.join(ROOT, 'tools', 'lws', 'build.sh')
+WEBHOOK_NAMES = {'MutatingWebhookConfiguration': 'lws-mutating-webhook-configuration',
+                 'ValidatingWebhookConfiguration': 'lws-validating-webhook-configuration'}
+CRDS = ('leaderworkersets.leaderworkerset.x-k8s.io', 'disaggregatedsets.disaggregatedset.x-k8s.io')
+
+
+def build() -> str:
+    """The cache directory of the built controller (bin/lws-manager, crd/, webhook/); built on the first call."""
+    out = subprocess.run(['bash', BUILD_SH], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f'tools/lws/build.sh failed:\n{out.stderr[-4000:]}')
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _json_patch_replace(document: dict, patch: list) -> dict:
+    """The release's webhook patches (kustomize JSON 6902): each a `replace` of one webhook by index."""
+    patched = copy.deepcopy(document)
+    for operation in patch:
+        parts = operation['path'].strip('/').split('/')
+        if operation['op'] != 'replace' or len(parts) != 2 or parts[0] != 'webhooks':
+            raise ValueError(f'unexpected webhook patch {operation["op"]} {operation["path"]}: tools/lws/build.sh '
+                             'copies a config/webhook this harness does not know')
+        patched['webhooks'][int(parts[1])] = operation['value']
+    return patched
+
+
+def webhook_configurations(cache: str, port: int, ca_bundle: str) -> list:
+    """The release's webhook configurations (config/webhook/manifests.yaml with its patches), each webhook's
+    clientConfig pointed at the manager on https://127.0.0.1:`port` and trusting `ca_bundle` (base64 PEM)."""
+    with open(os.path.join(cache, 'webhook', 'manifests.yaml'), encoding='utf-8') as handle:
+        documents = [doc for doc in yaml.safe_load_all(handle) if doc]
+    patches = {}
+    for kind, name in (('MutatingWebhookConfiguration', 'mutating-patch.yaml'),
+                       ('ValidatingWebhookConfiguration', 'validating-patch.yaml')):
+        with open(os.path.join(cache, 'webhook', name), encoding='utf-8') as handle:
+            patches[kind] = yaml.safe_load(handle)
+    configurations = []
+    for document in documents:
+        document = _json_patch_replace(document, patches[document['kind']])
+        document['metadata'] = {'name': WEBHOOK_NAMES[document['kind']]}
+        for hook in document['webhooks']:
+            path = hook['clientConfig']['service']['path']
+            hook['clientConfig'] = {'url': f'https://{LOOPBACK}:{port}{path}', 'caBundle': ca_bundle}
+        configurations.append(document)
+    return configurations
+
+
+class LwsController(_Process):
+    """The LWS manager of the release on `kube`'s control plane, its CRDs and admission webhooks installed."""
+
+    name = 'lws-manager'
+    start_timeout = 60.0
+
+    def __init__(self, kube: KubeCluster, workdir: str):
+        super().__init__(workdir)
+        self.kube = kube
+        self.cache = build()
+        self.cert_dir = os.path.join(self.dir, 'certs')
+        self.config_path = os.path.join(self.dir, 'config.yaml')
+        self.webhook_port = self.metrics_port = self.health_port = 0
+        self.tls = None
+
+    def _choose_ports(self) -> None:
+        self.webhook_port, self.metrics_port, self.health_port = free_port(), free_port(), free_port()
+        config = {
+            'apiVersion': 'config.lws.x-k8s.io/v1alpha1', 'kind': 'Configuration',
+            'leaderElection': {'leaderElect': False},
+            'internalCertManagement': {'enable': False},
+            'webhook': {'host': LOOPBACK, 'port': self.webhook_port, 'certDir': self.cert_dir},
+            'metrics': {'bindAddress': f'{LOOPBACK}:{self.metrics_port}'},
+            'health': {'healthProbeBindAddress': f'{LOOPBACK}:{self.health_port}'},
+        }
+        with open(self.config_path, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump(config, handle)
+
+    def _command(self) -> list:
+        return [os.path.join(self.cache, 'bin', 'lws-manager'), '--config', self.config_path, '--zap-log-level', 'info']
+
+    def _environment(self) -> dict:
+        return dict(os.environ, KUBECONFIG=self.kube.kubeconfig)
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(f'http://{LOOPBACK}:{self.health_port}/readyz', timeout=2) as answer:  # nosec
+            if answer.status != 200:
+                return False
+        # the webhook server answers TLS with the certificate the API server is told to trust
+        context = ssl.create_default_context(cafile=self.tls.ca_cert)
+        request = urllib.request.Request(f'https://{LOOPBACK}:{self.webhook_port}/validate--v1-pod', method='GET')
+        try:
+            urllib.request.urlopen(request, timeout=2, context=context)  # nosec: loopback only
+        except urllib.error.HTTPError:
+            pass  # a GET is no admission review: any HTTP answer means the server is up
+        return True
+
+    def _wait_established(self, timeout: float = 60) -> None:
+        """Wait until the API server serves every CRD (`kubectl wait` fails while a new CRD has no status yet)."""
+        deadline = time.monotonic() + timeout
+        for crd in CRDS:
+            while not any(condition['type'] == 'Established' and condition['status'] == 'True'
+                          for condition in self.kube.get('crd', crd).get('status', {}).get('conditions') or []):
+                if time.monotonic() > deadline:
+                    raise ServerError(f'the CRD {crd} was not established in {timeout:.0f} s')
+                time.sleep(0.2)
+
+    def start(self):
+        self.tls = TlsFiles(os.path.join(self.dir, 'tls'))
+        os.makedirs(self.cert_dir, exist_ok=True)
+        shutil.copyfile(self.tls.server_cert, os.path.join(self.cert_dir, 'tls.crt'))
+        shutil.copyfile(self.tls.server_key, os.path.join(self.cert_dir, 'tls.key'))
+        self.kube.kubectl('apply', '--server-side', *sum((['-f', path] for path in
+                                                          sorted(glob.glob(os.path.join(self.cache, 'crd', '*.yaml')))),
+                                                         []))
+        self._wait_established()
+        super().start()
+        with open(self.tls.ca_cert, 'rb') as handle:
+            ca_bundle = base64.b64encode(handle.read()).decode()
+        self.kube.apply(*webhook_configurations(self.cache, self.webhook_port, ca_bundle))
+        return self
+
+    def stop(self) -> None:
+        # the webhooks go first: a pod of an LWS created after the manager stopped would be refused (failurePolicy Fail)
+        for kind, name in WEBHOOK_NAMES.items():
+            self.kube.kubectl('delete', kind.lower(), name, '--ignore-not-found', check=False)
+        super().stop()
