@@ -505,7 +505,7 @@ def open_lock(params: dict):
         if not params['namespace']:
             raise StoreError('lock=lease needs namespace, the namespace of the workload the lock guards')
         return LeaseLock(kube_api_client(params['k8s_auth']), params['namespace'], params['name']), None
-    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store  # pylint: disable=import-outside-toplevel
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store  # pylint: disable=import-outside-toplevel
     store = open_store(params)
     if store.backend == 'etcd':
         # a refusal names the lock's prefix and what the lock needs there, not the sessions' prefix

@@ -221,8 +221,9 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._http_options imp
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._refresh_probe import (
     HEALTHY, UNEXPECTED, Http, answer_secrets, failure_message, health, read_rotation, settled_refresh)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
-    SESSION_STORE_RULES, open_store, session_store_argument_spec)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import (
+    SESSION_STORE_RULES, session_store_argument_spec)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 
 
 def argument_spec() -> dict:

@@ -195,7 +195,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._run_lock import (
     LockHeld, acquire, current_time, hold, open_lock, release)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import (
     SESSION_STORE_RULES, session_store_argument_spec)
 
 

@@ -187,7 +187,7 @@ permissions:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import SESSION_STORE_RULES
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import SESSION_STORE_RULES
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.reading import read_argument_spec, read_sessions
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepError

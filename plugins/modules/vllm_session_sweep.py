@@ -286,7 +286,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import SESSION_STORE_RULES, open_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import SESSION_STORE_RULES
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.reading import (
     check_read_params, introspector, read_argument_spec, read_options)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import (

@@ -9,7 +9,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
 
 _DEFAULTS = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}
 

@@ -65,7 +65,8 @@ PATTERN = 'vllm:session:*'
 DIRECT = r'''
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepOptions, Sweeper, report, restore
 params = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}
 params.update(json.loads(sys.argv[2]))

@@ -129,8 +129,8 @@ def test_missing_session_fails_with_one_line(capsys, lab):
 
 
 def test_write_back_compares_and_sets(capsys, redis_server):
-    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
-        open_store, session_store_argument_spec)
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
+    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 
     params = {name: spec.get('default') for name, spec in session_store_argument_spec().items()}
     params.update(login_host='127.0.0.1', login_port=redis_server.port)

@@ -5,8 +5,8 @@ Real redis-server with an ACL user that may run EVALSHA and SCRIPT LOAD but not 
 
 from __future__ import annotations
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
-    open_store, session_store_argument_spec)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 from harness.servers import RedisServer
 
 ADMIN = ('admin', 'admin-pw')

@@ -10,8 +10,9 @@ import pytest
 from redis.exceptions import ResponseError
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import open_store, session_store_argument_spec
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import PipelinedConnection
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepOptions, Sweeper
 from harness.backups import restorable
 from harness.sessions import PREFIX, dump_hashes, seed_redis
@@ -22,7 +23,7 @@ def test_each_reader_answers_pipelined_commands_in_order_with_errors_in_place(re
     client = redis_server.client(protocol=2)  # as the store asks (connection.client_kwargs)
     client.hset(PREFIX + 'a', mapping={'expires_at': '1'})
     client.set(PREFIX + 'b', 'a string')
-    wire = Wire(client, private_reads=private_reads)
+    wire = PipelinedConnection(client, private_reads=private_reads)
     try:
         assert wire.private_reads is private_reads
         replies = wire.call([(b'HGETALL', PREFIX + 'a'), (b'HGETALL', PREFIX + 'b'), (b'PTTL', PREFIX + 'a'),
@@ -44,7 +45,7 @@ def test_a_sweep_deletes_keeps_and_backs_up_the_same_through_either_reader(redis
     backup = str(tmp_path / 'backup.jsonl')
     store = open_store(params)
     try:
-        assert Wire(store.partitions()[0].client).private_reads is (reader == 'private hook')
+        assert PipelinedConnection(store.partitions()[0].client).private_reads is (reader == 'private hook')
         stats = Sweeper(store, SweepOptions(state='swept', backup_path=backup, batch_size=200)).sweep()
     finally:
         store.close()

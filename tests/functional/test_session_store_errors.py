@@ -234,7 +234,7 @@ def test_etcd_user_who_may_only_read_is_told_to_grant_readwrite(capsys, etcd_ses
 
 
 def test_etcd_compaction_mid_sweep_says_rerun_and_a_rerun_finishes(capsys, etcd_sessions, etcd_auth, monkeypatch):
-    call = _etcd_store.EtcdStore._call
+    call = _etcd_store.EtcdPartition._call
     pages = []
 
     def compact_after_the_first_page(store, path, payload):
@@ -244,7 +244,7 @@ def test_etcd_compaction_mid_sweep_says_rerun_and_a_rerun_finishes(capsys, etcd_
             etcd_auth.compact(etcd_auth.put('other/marker', 'moves the revision on'))
         return reply
 
-    monkeypatch.setattr(_etcd_store.EtcdStore, '_call', compact_after_the_first_page)
+    monkeypatch.setattr(_etcd_store.EtcdPartition, '_call', compact_after_the_first_page)
     result = run(capsys, **etcd_args(etcd_auth, 'sweeper', 'sweeper-pass', batch_size=2))
     monkeypatch.undo()
     message = assert_one_line(result, 'was compacted meanwhile', 're-run')

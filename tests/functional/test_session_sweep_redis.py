@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_partition as _redis_partition, redis_wire as _redis_wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import (
+    redis_deletes as _redis_deletes, redis_partition as _redis_partition, redis_wire as _redis_wire)
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
 from harness.modules import run_module
 from harness.servers import RedisServer, free_port
@@ -223,7 +224,7 @@ def test_a_failed_retry_still_counts_the_deletes_that_ran(capsys, redis_server, 
         if len(calls) == 1:
             client.script_flush()  # the first delete answers NOSCRIPT
         elif len(calls) == 2:
-            client.script_load(_redis_partition.DELETE_SCRIPT)  # the second runs
+            client.script_load(_redis_deletes.DELETE_SCRIPT)  # the second runs
             client.execute_command('ACL', 'SETUSER', 'default', '-script|load')
 
     before_each_delete(monkeypatch, flush_then_forbid_loading)

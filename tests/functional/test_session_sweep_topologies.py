@@ -233,14 +233,14 @@ def test_etcd_report_sweep_restore(capsys, etcd_server, tmp_path):
 
 def test_etcd_keeps_a_session_rewritten_after_it_was_read(capsys, etcd_server, tmp_path, monkeypatch):
     seed_etcd(etcd_server.url, expired=5, prefix=ETCD_PREFIX)
-    real_delete = _etcd_store.EtcdStore.delete_unchanged
+    real_delete = _etcd_store.EtcdPartition.delete_unchanged
 
     def refresh_then_delete(self, entries, guard_fields):
         fresh = json.dumps(session('e0', iso(time.time() + 3600), generation=1))
         self._call('/kv/put', {'key': _etcd_store._b64(entries[0].key), 'value': _etcd_store._b64(fresh.encode())})
         return real_delete(self, entries, guard_fields)
 
-    monkeypatch.setattr(_etcd_store.EtcdStore, 'delete_unchanged', refresh_then_delete)
+    monkeypatch.setattr(_etcd_store.EtcdPartition, 'delete_unchanged', refresh_then_delete)
     result = run(capsys, **etcd_args(etcd_server, state='swept', backup_path=str(tmp_path / 'b.jsonl')))
     assert result['changed_during_sweep'] == 1 and result['deleted'] == 4
     left = dump_etcd(etcd_server.url)

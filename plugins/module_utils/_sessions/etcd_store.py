@@ -22,8 +22,8 @@ import traceback
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, classify_etcd_error
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_etcd_endpoint
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import EntryBatch, Partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import parse_etcd_endpoint
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep_pipeline import EntryBatch, Partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import judge_etcd, unchecked
 
 ETCD_IMPORT_ERROR = None
@@ -109,31 +109,51 @@ class _Delete:
         self.failure = None
 
 
-class EtcdStore(Partition):
-    """Sessions under ``key_prefix`` in an etcd cluster; the first endpoint that answers is used."""
+def describe_failure(kind: str, text: str, path: str, location, params: dict, own_prefix: bytes,
+                     prefix: str | None = None, need: str | None = None) -> str:
+    """One line for a failure of the call ``path`` to etcd at ``location``: what happened and which option fixes it.
 
-    backend = 'etcd'
+    ``prefix`` and ``need`` name the keys the call is for and the permission they take there, when they are not
+    the sessions' (``own_prefix``; the run lock's keys)."""
+    at = f'etcd at {location}'
+    user = params.get('etcd_user')
+    own = own_prefix.decode('utf-8', 'replace')
+    if kind == 'denied':
+        prefix = prefix or own
+        need = need or ('read' if path == '/kv/range' else 'readwrite')
+        fix = 'or fix etcd_user' if prefix != own else 'or fix etcd_user or key_prefix'
+        return (f'{at} denied {_OPERATIONS.get(path, path)} under the prefix {prefix!r} to user {user!r} ({text}); '
+                f'grant its role {need} on that prefix (etcdctl role grant-permission ROLE --prefix {need} {prefix}), '
+                f'{fix}')
+    if kind == 'invalid' and not user:
+        return f'{at} requires authentication ({text}); set etcd_user and etcd_password'
+    if kind == 'unauthenticated':
+        return f'{at} no longer accepts the login of {user!r} ({text}); check etcd_user and etcd_password, then re-run'
+    if kind == 'compacted':
+        return (f'{at}: the revision the sweep reads at was compacted meanwhile ({text}); '
+                're-run (a sweep resumes with the sessions left)')
+    if kind == 'tls_verify':
+        return f'TLS with {at} failed: the server certificate is not trusted ({text}); check etcd_ca_cert'
+    if kind == 'tls_handshake':
+        return (f'TLS with {at} failed: the server ended the handshake ({text}); it may require a client '
+                'certificate: set etcd_client_cert and etcd_client_key')
+    if kind == 'not_etcd':
+        return f'{at} does not answer as the etcd v3 JSON API ({text}); check etcd_endpoints'
+    return (f'{at} failed during {path} ({text}); check that etcd is up and healthy and re-run '
+            '(a sweep resumes where it stopped)')
 
-    def __init__(self, params: dict, key_prefix: str):
-        if ETCD_IMPORT_ERROR:
-            raise StoreError('the etcd3gw Python library is required for backend etcd; '
-                             'install it on the host that runs the module: pip install etcd3gw')
-        if not key_prefix:
-            raise StoreError('key_prefix is empty and would match every key in etcd; give the session prefix, e.g. vllm/session/')
-        self.prefix = key_prefix.encode('utf-8')
+
+class EtcdClient:
+    """The v3 JSON API of an etcd cluster through the first endpoint that answers; a failed call is a one-line StoreError.
+
+    ``prefix`` is the sessions' key prefix: the connection proves the user may read it.
+    """
+
+    def __init__(self, params: dict, prefix: bytes):
         self.params = params
+        self.prefix = prefix
         self.location = None
-        self._sweep = None
-        self.client, self.location = self._connect(params)
-        self.server = self._identify()
-
-    def _identify(self) -> dict:
-        """{'name': 'etcd', 'version'}: the version the endpoint's member reports (None when it may not say)."""
-        try:
-            version = self._call('/maintenance/status', {}).get('version')
-        except StoreError:
-            version = None
-        return {'name': 'etcd', 'version': version}
+        self.http, self.location = self._connect(params)
 
     def _connect(self, params: dict):
         errors = []
@@ -154,7 +174,7 @@ class EtcdStore(Partition):
             except Exception as exc:  # pylint: disable=broad-except  # classified below; the rest is one line
                 kind, text = classify_etcd_error(exc)
                 if kind not in _PER_ENDPOINT:
-                    raise StoreError(self._message(kind, text, '/kv/range')) from None
+                    raise StoreError(describe_failure(kind, text, '/kv/range', self.location, params, self.prefix)) from None
                 errors.append(f'{endpoint}: {text}')
         raise StoreError(f'cannot reach etcd ({"; ".join(errors)}); check etcd_endpoints, the TLS files '
                          '(etcd_ca_cert, etcd_client_cert, etcd_client_key) and that etcd is up')
@@ -176,43 +196,25 @@ class EtcdStore(Partition):
             raise
         client.session.headers['Authorization'] = reply['token']
 
-    def _message(self, kind: str, text: str, path: str, prefix: str | None = None, need: str | None = None) -> str:
-        """One line for a failure of the call ``path``: what happened and which option fixes it.
-
-        ``prefix`` and ``need`` name the keys the call is for and the permission they take there, when they are not
-        the sessions' (the run lock's keys)."""
-        at = f'etcd at {self.location}'
-        user = self.params.get('etcd_user')
-        if kind == 'denied':
-            prefix = prefix or self.prefix.decode('utf-8', 'replace')
-            need = need or ('read' if path == '/kv/range' else 'readwrite')
-            fix = 'or fix etcd_user' if prefix != self.prefix.decode('utf-8', 'replace') else 'or fix etcd_user or key_prefix'
-            return (f'{at} denied {_OPERATIONS.get(path, path)} under the prefix {prefix!r} to user {user!r} ({text}); '
-                    f'grant its role {need} on that prefix (etcdctl role grant-permission ROLE --prefix {need} {prefix}), '
-                    f'{fix}')
-        if kind == 'invalid' and not user:
-            return f'{at} requires authentication ({text}); set etcd_user and etcd_password'
-        if kind == 'unauthenticated':
-            return f'{at} no longer accepts the login of {user!r} ({text}); check etcd_user and etcd_password, then re-run'
-        if kind == 'compacted':
-            return (f'{at}: the revision the sweep reads at was compacted meanwhile ({text}); '
-                    're-run (a sweep resumes with the sessions left)')
-        if kind == 'tls_verify':
-            return f'TLS with {at} failed: the server certificate is not trusted ({text}); check etcd_ca_cert'
-        if kind == 'tls_handshake':
-            return (f'TLS with {at} failed: the server ended the handshake ({text}); it may require a client '
-                    'certificate: set etcd_client_cert and etcd_client_key')
-        if kind == 'not_etcd':
-            return f'{at} does not answer as the etcd v3 JSON API ({text}); check etcd_endpoints'
-        return (f'{at} failed during {path} ({text}); check that etcd is up and healthy and re-run '
-                '(a sweep resumes where it stopped)')
-
-    def _call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
+    def call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
         try:
-            return self.client.post(self.client.get_url(path), json=payload)
+            return self.http.post(self.http.get_url(path), json=payload)
         except Exception as exc:  # pylint: disable=broad-except  # classified; the message is one line
             kind, text = classify_etcd_error(exc)
-            raise StoreError(self._message(kind, text, path, prefix, need), refused=kind in _REFUSED) from None
+            raise StoreError(describe_failure(kind, text, path, self.location, self.params, self.prefix, prefix, need),
+                             refused=kind in _REFUSED) from None
+
+    def txn(self, compares, successes) -> bool:
+        """Whether a transaction of ``compares`` held (and ran ``successes``)."""
+        return bool(self.call('/kv/txn', {'compare': compares, 'success': successes}).get('succeeded'))
+
+    def identify(self) -> dict:
+        """{'name': 'etcd', 'version'}: the version the endpoint's member reports (None when it may not say)."""
+        try:
+            version = self.call('/maintenance/status', {}).get('version')
+        except StoreError:
+            version = None
+        return {'name': 'etcd', 'version': version}
 
     def permissions(self) -> dict:
         """Whether the user may delete and write under the prefix, asked without changing anything: a transaction
@@ -226,7 +228,7 @@ class EtcdStore(Partition):
         }
         prefix = self.prefix.decode('utf-8', 'replace')
         try:
-            self.client.post(self.client.get_url('/kv/txn'), json=payload)
+            self.http.post(self.http.get_url('/kv/txn'), json=payload)
         except Exception as exc:  # pylint: disable=broad-except  # classified below
             kind, text = classify_etcd_error(exc)
             if kind != 'denied':
@@ -234,15 +236,23 @@ class EtcdStore(Partition):
             return judge_etcd(self.params.get('etcd_user'), prefix, allowed=False)
         return judge_etcd(self.params.get('etcd_user'), prefix, allowed=True)
 
-    def call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
-        """One call to the v3 JSON API (the run lock's, _run_lock.py, with its own ``prefix`` and the permission it
-        ``need``s there); a failure is a one-line StoreError."""
-        return self._call(path, payload, prefix, need)
+    def close(self) -> None:
+        self.http.session.close()
 
-    # ---- the partition interface (loop.Partition; etcd is one partition) --------------------
 
-    def partitions(self):
-        return [self]
+class EtcdPartition(Partition):
+    """The sessions under the prefix as the sweep pipeline's one partition (sweep_pipeline.Partition): pages read at
+    one revision, deletes and restores that each hold only for the revision they were judged at."""
+
+    def __init__(self, etcd: EtcdClient, prefix: bytes):
+        self.etcd = etcd
+        self.prefix = prefix
+        self.location = etcd.location
+        self._sweep = None
+
+    def _call(self, path: str, payload: dict) -> dict:
+        """A call for the sessions (the one way the sweep and the restore read and write them)."""
+        return self.etcd.call(path, payload)
 
     @contextlib.contextmanager
     def open(self, job):
@@ -276,7 +286,7 @@ class EtcdStore(Partition):
         """Run the delete's transactions now (delete_unchanged); settle_oldest counts what they answered.
 
         A failed transaction stops the sweep at once; what the ones before it did is counted
-        when the loop settles this delete.
+        when the pipeline settles this delete.
         """
         delete = _Delete(victims)
         self._sweep.deletes.append(delete)
@@ -301,9 +311,6 @@ class EtcdStore(Partition):
         if delete.failure is not None and delete.failure.refused:  # it changed nothing, and the rest were never sent
             job.abandon(delete.victims[settled:])
 
-    def _txn(self, compares, successes) -> bool:
-        return bool(self._call('/kv/txn', {'compare': compares, 'success': successes}).get('succeeded'))
-
     def delete_unchanged(self, entries, guard_fields):  # pylint: disable=unused-argument
         """Delete each entry only at the mod_revision it was read at (one transaction per chunk, per key on conflict).
 
@@ -312,11 +319,11 @@ class EtcdStore(Partition):
         for chunk in _chunks(list(entries), MAX_TXN_OPS):
             compares = [{'key': _b64(e.key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': e.version} for e in chunk]
             deletes = [{'request_delete_range': {'key': _b64(e.key)}} for e in chunk]
-            if self._txn(compares, deletes):
+            if self.etcd.txn(compares, deletes):
                 yield chunk, [True] * len(chunk)
                 continue
             for entry, compare, delete in zip(chunk, compares, deletes):
-                yield [entry], [self._txn([compare], [delete])]
+                yield [entry], [self.etcd.txn([compare], [delete])]
 
     def restore(self, entries):
         """Create each key that does not exist (create_revision 0); 1 restored, 0 exists. Leases are not restored.
@@ -328,10 +335,10 @@ class EtcdStore(Partition):
         for chunk in _chunks(list(entries), MAX_TXN_OPS):
             compares = [{'key': _b64(e.key), 'target': 'CREATE', 'result': 'EQUAL', 'create_revision': 0} for e in chunk]
             puts = [{'request_put': {'key': _b64(e.key), 'value': _b64(e.value)}} for e in chunk]
-            if len({e.key for e in chunk}) == len(chunk) and self._txn(compares, puts):
+            if len({e.key for e in chunk}) == len(chunk) and self.etcd.txn(compares, puts):
                 results.extend([1] * len(chunk))
                 continue
-            results.extend(1 if self._txn([compare], [put]) else 0 for compare, put in zip(compares, puts))
+            results.extend(1 if self.etcd.txn([compare], [put]) else 0 for compare, put in zip(compares, puts))
         return results
 
     def would_restore(self, entries):
@@ -339,13 +346,42 @@ class EtcdStore(Partition):
         return [0 if int(self._call('/kv/range', {'key': _b64(entry.key), 'count_only': True}).get('count', 0)) else 1
                 for entry in entries]
 
+
+class EtcdStore:
+    """Sessions under ``key_prefix`` in an etcd cluster (EtcdClient: the first endpoint that answers), one partition."""
+
+    backend = 'etcd'
+
+    def __init__(self, params: dict, key_prefix: str):
+        if ETCD_IMPORT_ERROR:
+            raise StoreError('the etcd3gw Python library is required for backend etcd; '
+                             'install it on the host that runs the module: pip install etcd3gw')
+        if not key_prefix:
+            raise StoreError('key_prefix is empty and would match every key in etcd; give the session prefix, e.g. vllm/session/')
+        self.prefix = key_prefix.encode('utf-8')
+        self.etcd = EtcdClient(params, self.prefix)
+        self.location = self.etcd.location
+        self.server = self.etcd.identify()
+        self.partition = EtcdPartition(self.etcd, self.prefix)
+
+    def call(self, path: str, payload: dict, prefix: str | None = None, need: str | None = None) -> dict:
+        """One call to the v3 JSON API (the run lock's, _run_lock.py, with its own ``prefix`` and the permission it
+        ``need``s there); a failure is a one-line StoreError."""
+        return self.etcd.call(path, payload, prefix, need)
+
+    def permissions(self) -> dict:
+        return self.etcd.permissions()
+
+    def partitions(self):
+        return [self.partition]
+
     def group_by_partition(self, entries):
         """(partition, entries) pairs: etcd is one partition, it takes them all."""
-        return [(self, list(entries))]
+        return [(self.partition, list(entries))]
 
     def _read_session(self, session_id: str):
         key = self.prefix + session_id.encode('utf-8')
-        kvs = self._call('/kv/range', {'key': _b64(key)}).get('kvs', [])
+        kvs = self.etcd.call('/kv/range', {'key': _b64(key)}).get('kvs', [])
         if not kvs:
             return key, None, None
         return key, base64.b64decode(kvs[0].get('value', '')), int(kvs[0]['mod_revision'])
@@ -353,15 +389,7 @@ class EtcdStore(Partition):
     def get_session(self, session_id: str):
         """The fields of one session (its JSON object, as bytes), or None."""
         _key, value, _revision = self._read_session(session_id)
-        if value is None:
-            return None
-        try:
-            document = json.loads(value)
-        except ValueError:
-            raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix') from None
-        if not isinstance(document, dict):
-            raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix')
-        return {str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode() for k, v in document.items()}
+        return None if value is None else session_document_fields(value, session_id)
 
     def swap_tokens(self, session_id: str, expected_refresh: bytes, fields: dict) -> str:
         """Compare-and-set on mod_revision; 'written', 'already' or 'conflict' as for Redis."""
@@ -373,8 +401,8 @@ class EtcdStore(Partition):
         if current != expected_refresh:
             return 'conflict'
         document.update({k.decode(): v.decode() for k, v in fields.items()})
-        written = self._txn([{'key': _b64(key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}],
-                            [{'request_put': {'key': _b64(key), 'value': _b64(json.dumps(document).encode())}}])
+        written = self.etcd.txn([{'key': _b64(key), 'target': 'MOD', 'result': 'EQUAL', 'mod_revision': revision}],
+                                [{'request_put': {'key': _b64(key), 'value': _b64(json.dumps(document).encode())}}])
         return 'written' if written else 'conflict'
 
     def accepts(self, entry) -> bool:
@@ -385,4 +413,15 @@ class EtcdStore(Partition):
         return key[len(self.prefix):].decode('utf-8', 'replace')
 
     def close(self) -> None:
-        self.client.session.close()
+        self.etcd.close()
+
+
+def session_document_fields(value: bytes, session_id: str) -> dict:
+    """The fields of a session's JSON object, as bytes; a value that is not one is refused in one line."""
+    try:
+        document = json.loads(value)
+    except ValueError:
+        raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix') from None
+    if not isinstance(document, dict):
+        raise StoreError(f'session {session_id} is not a JSON object; check session_id and key_prefix')
+    return {str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode() for k, v in document.items()}

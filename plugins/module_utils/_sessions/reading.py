@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import (
-    check_store_params, open_store, session_store_argument_spec)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import check_store_params, session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.stores import open_store
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import refusal
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepOptions, Sweeper, report

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""A Redis Cluster's redirections (MOVED, ASK, TRYAGAIN), followed within a batch.
+"""Where a key lives in a Redis Cluster, and its redirections (MOVED, ASK, TRYAGAIN) followed within a batch.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire, encode
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import reply_or_raise as _reply_or_raise
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_py_internals import refresh_slot_map
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import reply_or_raise
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import PipelinedConnection, encode
 
 try:
     import redis
+    from redis.crc import key_slot
 except ImportError:
     pass  # REDIS_IMPORT_ERROR says so when a store is opened
 
@@ -23,7 +25,7 @@ except ImportError:
 _ASKING = encode((b'ASKING',))
 
 
-def _redirection(reply):
+def redirection(reply):
     """('MOVED' or 'ASK', (slot, host, port)) of a cluster redirection, ('TRYAGAIN', None), or None for any other reply.
 
     Replies read by hiredis keep the server's text (``MOVED 3999 127.0.0.1:6381``); redis-py's
@@ -43,17 +45,23 @@ def _redirection(reply):
     return ('TRYAGAIN', None) if words[0] == 'TRYAGAIN' else None
 
 
-class _Redirections:
-    """A cluster's redirections followed within a batch, the way redis-py's cluster client follows them.
+def one_group_per_entry(group) -> list:
+    """Script groups of one entry each: a group a cluster node could not run whole (TRYAGAIN), split."""
+    return [[entry] for entry in group]
 
-    MOVED: the slot has a new owner (a reshard finished, a replica took over); the slot
-    map is read again and the command runs on the owner the reply names. ASK: the slot is
-    being migrated and the key is already on the target; the command runs there once,
-    behind ASKING. TRYAGAIN: a multi-key script met a slot whose keys are split between
-    the two nodes; it runs again key by key (``split``), each following its own redirection.
-    Whatever still redirects after HOPS is left as the error it is (the sweep stops saying
-    that slots moved). A script runs on any node with the same guard, so the rules of a
-    delete and a restore hold wherever the key is.
+
+class ClusterRouter:
+    """Where a cluster's keys are, and its redirections followed the way redis-py's cluster client follows them.
+
+    Every redirect of the sweep's reads, deletes and restores is followed here. MOVED: the
+    slot has a new owner (a reshard finished, a replica took over); the slot map is read
+    again and the command runs on the owner the reply names. ASK: the slot is being migrated
+    and the key is already on the target; the command runs there once, behind ASKING.
+    TRYAGAIN: a multi-key script met a slot whose keys are split between the two nodes; it
+    runs again key by key, each following its own redirection. Whatever still redirects
+    after HOPS is left as the error it is (the sweep stops saying that slots moved). A
+    script runs on any node with the same guard, so the rules of a delete and a restore
+    hold wherever the key is.
     """
 
     HOPS = 3
@@ -64,6 +72,33 @@ class _Redirections:
         self._clients = {}
         self._moved = set()  # (slot, host, port) of the MOVED answers the slot map was read again for
         self._lock = threading.Lock()
+
+    @staticmethod
+    def slot_groups(entries) -> list:
+        """Script calls may only touch one hash slot in a cluster: the entries grouped by slot."""
+        groups = {}
+        for entry in entries:
+            groups.setdefault(key_slot(entry.key), []).append(entry)
+        return list(groups.values())
+
+    def owner(self, key: bytes) -> str:
+        """host:port of the primary the slot map names for ``key``."""
+        node = self._cluster.get_node_from_key(key)
+        return f'{node.host}:{node.port}'
+
+    @staticmethod
+    def redirected(replies) -> list:
+        """The positions of the replies that are redirections."""
+        return [index for index, reply in enumerate(replies) if redirection(reply)]
+
+    def replies_where_keys_are(self, client, name: bytes, keys, replies):
+        """The replies of ``name key`` for ``keys`` from ``client``, the redirected ones read again where the key is now."""
+        return self.follow(client, keys, replies, lambda key: encode((name, key)))[1]
+
+    def script_runs_where_keys_are(self, client, script, groups, replies, args_for):
+        """(groups, replies) of a script's runs on ``client``, the redirected (or retried) ones done where the keys are."""
+        return self.follow(client, groups, replies, lambda group: script.payload([group], args_for),
+                           split=one_group_per_entry, preamble=encode((b'SCRIPT', b'LOAD', script.source)))
 
     def client(self, address):
         with self._lock:
@@ -76,7 +111,7 @@ class _Redirections:
         with self._lock:
             if moved - self._moved:
                 self._moved |= moved
-                self._cluster.nodes_manager.initialize()
+                refresh_slot_map(self._cluster)
 
     def follow(self, client, items, replies, payload_of, split=None, preamble=b'', asking=False, hops=HOPS):
         """(items, replies) with every redirection followed; ``payload_of(item)`` is the item's command in the protocol.
@@ -88,7 +123,7 @@ class _Redirections:
         targets = {}
         moved = set()
         for position, reply in enumerate(replies):
-            where = _redirection(reply)
+            where = redirection(reply)
             if where is None or not hops:
                 continue
             kind, address = where
@@ -119,23 +154,18 @@ class _Redirections:
     def run(self, client, items, payload_of, split=None, preamble=b'', asking=False, hops=HOPS):
         """(items, replies) of ``items`` run on ``client`` (ASKING before each when ``asking``), redirections followed."""
         per_item = 2 if asking else 1
-        wire = Wire(client)
+        connection = PipelinedConnection(client)
         try:
-            wire.send_encoded(preamble + b''.join([(_ASKING if asking else b'') + payload_of(item) for item in items]),
-                              bool(preamble) + per_item * len(items))
-            replies = wire.receive(bool(preamble) + per_item * len(items))
+            connection.send_encoded(preamble + b''.join([(_ASKING if asking else b'') + payload_of(item) for item in items]),
+                                    bool(preamble) + per_item * len(items))
+            replies = connection.receive(bool(preamble) + per_item * len(items))
         finally:
-            wire.close()
+            connection.close()
         if preamble:
-            _reply_or_raise(replies.pop(0))
+            reply_or_raise(replies.pop(0))
         replies = replies[per_item - 1::per_item]
         return self.follow(client, items, replies, payload_of, split, preamble, asking, hops)
 
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
-
-
-def _one_group_per_entry(group) -> list:
-    """Script groups of one entry each: a group a cluster node could not run whole (TRYAGAIN), split."""
-    return [[entry] for entry in group]

@@ -19,7 +19,8 @@ import traceback
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
     StoreError, classify_redis_error, describe_redis_error, exception_chain, redis_error_text,
 )
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import parse_sentinel_hosts
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_py_internals import sentinel_clients
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import parse_sentinel_hosts
 
 REDIS_IMPORT_ERROR = None
 try:
@@ -70,8 +71,8 @@ def sentinel_views(sentinel, name: str) -> dict:
     refuses the login or the command stops everything: its password is wrong everywhere.
     """
     views = {}
-    for client in sentinel.sentinels:
-        kwargs = client.connection_pool.connection_kwargs
+    for client in sentinel_clients(sentinel):
+        kwargs = client.get_connection_kwargs()
         address = f'{kwargs.get("host")}:{kwargs.get("port")}'
         try:
             state = client.sentinel_masters().get(name)

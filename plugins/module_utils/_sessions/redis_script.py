@@ -9,7 +9,7 @@ probe, the run lock's owner-checked write) is a RedisScript: run by its SHA1 wit
 EVALSHA, and loaded again where the server lost it (NOSCRIPT: a restart, a failover,
 SCRIPT FLUSH). A single call goes through redis-py's own Script (``register_script``),
 on any client (standalone, Sentinel primary, cluster). The sweep's runs, many per
-write on a pipelined Wire, are written in the protocol here, from the same source and
+write on a PipelinedConnection, are written in the protocol here, from the same source and
 SHA1.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import bulk, bulks
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import array_header, bulk, bulks
 
 try:
     from redis.exceptions import NoScriptError
@@ -33,7 +33,7 @@ def is_error(reply, code: str) -> bool:
 
 
 def is_noscript(reply) -> bool:
-    """Whether a reply says the server lost the script (NOSCRIPT): a NoScriptError, as redis-py's parser and the Wire classify it."""
+    """Whether a reply says the server lost the script (NOSCRIPT): a NoScriptError, as redis-py's parser and redis_wire.py classify it."""
     return isinstance(reply, NoScriptError)
 
 
@@ -53,7 +53,7 @@ class RedisScript:
     """A Lua script run with EVALSHA, loaded again when the server lost it.
 
     ``call`` runs it once on a redis-py client; ``load``, ``payload``, ``send``, ``run``
-    and ``run_again`` run it per group of entries on a Wire (``args_for(group)`` gives a
+    and ``run_again`` run it per group of entries on a PipelinedConnection (``args_for(group)`` gives a
     group's ARGV already in the protocol: (count, bytes)). ``loaded`` tells whether this
     instance sent SCRIPT LOAD already (one instance per server).
     """
@@ -70,9 +70,10 @@ class RedisScript:
     def payload(self, groups, args_for) -> bytes:
         """One EVALSHA per group of entries (a cluster's slot groups; one group elsewhere), in the protocol."""
         parts = []
+        evalsha = bulk(b'EVALSHA') + bulk(self.sha)
         for group in groups:
             count, argv = args_for(group)
-            parts.append(b'*%d\r\n$7\r\nEVALSHA\r\n%s%s' % (3 + len(group) + count, bulk(self.sha), bulk(len(group))))
+            parts.append(array_header(3 + len(group) + count) + evalsha + bulk(len(group)))
             parts.append(bulks([entry.key for entry in group]))
             parts.append(argv)
         return b''.join(parts)

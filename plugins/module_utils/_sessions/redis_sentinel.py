@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 import time
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import reply_or_raise as _reply_or_raise
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import reply_or_raise
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, describe_redis_error, redis_error_text
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_connection as _connection
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_connection
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_connection import as_text, host_port
 
 try:
@@ -23,7 +23,7 @@ except ImportError:
     pass  # REDIS_IMPORT_ERROR says so when a store is opened
 
 
-class _PrimaryWatch:
+class SentinelGuard:
     """The primary the Sentinels name, checked on every connection and after every delete (backend redis_sentinel).
 
     A failover promotes a replica while the old primary still takes writes, until the
@@ -31,7 +31,8 @@ class _PrimaryWatch:
     So every connection must reach the primary the Sentinels named and serve as primary,
     and every delete is followed by WAIT for every replica the primary had (whichever one
     is promoted then holds it) and ROLE. A delete not confirmed so stops the sweep, and only
-    what the primary the Sentinels name then no longer holds is counted as deleted.
+    what the primary the Sentinels name then no longer holds is counted as deleted (stop,
+    after_failure: the loss accounting).
     """
 
     def __init__(self, sentinel, name: str, kwargs: dict, timeout: float, address):
@@ -44,7 +45,7 @@ class _PrimaryWatch:
 
     def check_connection(self, wire) -> None:
         """A new connection reached the primary the Sentinels named, and it still serves as one."""
-        role = _reply_or_raise(wire.call([(b'ROLE',)])[0])
+        role = reply_or_raise(wire.call([(b'ROLE',)])[0])
         if wire.peer != self.address:
             raise StoreError(f'the primary of service {self.name} changed from {host_port(self.address)} to '
                              f'{host_port(wire.peer)} while the module connected (a Sentinel failover); re-run')
@@ -96,11 +97,11 @@ class _PrimaryWatch:
         """The primary the Sentinels name now: a new one as soon as they agree on it, else the same after ``timeout``."""
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            named = {view for view in _connection.sentinel_views(self.sentinel, self.name).values() if isinstance(view, tuple)}
+            named = {view for view in redis_connection.sentinel_views(self.sentinel, self.name).values() if isinstance(view, tuple)}
             if len(named) == 1 and named != {self.address}:
                 break
             time.sleep(0.2)
-        return _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
+        return redis_connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
 
     def client(self, address):
         return redis.Redis(host=address[0], port=address[1], **self.kwargs)
@@ -144,39 +145,61 @@ class _PrimaryWatch:
         return (f'the replicas of {old} did not confirm the deletes in time (WAIT {self.replicas}); {lost} deletes it '
                 'does not hold are not counted; check the replicas\' link to the primary, or raise timeout, then re-run')
 
-    def swap(self, script, key: bytes, expected: bytes, fields: dict) -> str:
-        """The compare-and-set of RedisStore.swap_tokens (``script``) on the primary the Sentinels name now, confirmed there.
+    def stop(self, job, victims, outcome) -> None:
+        """A delete was not confirmed: count what the primary the Sentinels name now no longer holds, then stop.
 
-        The write is confirmed by WAIT for the primary's replicas, else by reading it back
-        from the primary the Sentinels name after it; a write a failover lost is a failure
-        that names the server that took it.
+        ``victims`` are what the deletes of the unconfirmed answer (and of the ones still in
+        flight) may have removed, ``outcome`` whether each script said it did.
         """
-        primary = _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
-        new_token = fields[b'refresh_token']
-        client = self.client(primary)
+        raise StoreError(self.stopped(*self.settle_on_current(job, victims, outcome)))
+
+    def after_failure(self, job, unknown) -> None:
+        """A connection failed, maybe because a failover demoted the server: the deletes of ``unknown`` lost their answers.
+
+        They are counted by what the primary the Sentinels name now no longer holds; when that
+        is another server, that is what stopped the sweep.
+        """
         try:
-            replicas = len(client.role()[2])
-            outcome = int(script.call(client, [key], [expected, new_token, *itertools.chain.from_iterable(fields.items())]))
-            acked = client.wait(replicas, self.wait_ms) if replicas and outcome == 1 else replicas
-        except redis.RedisError as exc:
-            raise StoreError(describe_redis_error(exc, host_port(primary))) from None
-        finally:
-            client.close()
-        answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
-        if outcome != 1:
-            return answer
-        now = _connection.settled_master(self.sentinel, self.name, self.kwargs, self.timeout)
-        if now == primary and acked >= replicas:
-            return answer
-        reader = self.client(now)
-        try:
-            held = reader.hget(key, b'refresh_token')
-        except redis.RedisError as exc:
-            raise StoreError(f'the new refresh token was written to {host_port(primary)}, but the primary the Sentinels '
-                             f'name now, {host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
-        finally:
-            reader.close()
-        if held != new_token:
-            raise StoreError(f'the new refresh token was written to {host_port(primary)}, which lost it: the primary the '
-                             f'Sentinels name now, {host_port(now)}, does not hold it (a Sentinel failover)')
+            new, lost = self.settle_on_current(job, unknown, [True] * len(unknown))
+        except StoreError:
+            return  # no primary to ask: the unanswered deletes stay in the backup, uncounted
+        if new != self.address:
+            raise StoreError(self.stopped(new, lost))
+
+
+def swap_on_primary(guard: SentinelGuard, script, key: bytes, expected: bytes, fields: dict) -> str:
+    """The compare-and-set of RedisStore.swap_tokens (``script``) on the primary ``guard``'s Sentinels name now, confirmed there.
+
+    The write is confirmed by WAIT for the primary's replicas, else by reading it back
+    from the primary the Sentinels name after it; a write a failover lost is a failure
+    that names the server that took it.
+    """
+    primary = redis_connection.settled_master(guard.sentinel, guard.name, guard.kwargs, guard.timeout)
+    new_token = fields[b'refresh_token']
+    client = guard.client(primary)
+    try:
+        replicas = len(client.role()[2])
+        outcome = int(script.call(client, [key], [expected, new_token, *itertools.chain.from_iterable(fields.items())]))
+        acked = client.wait(replicas, guard.wait_ms) if replicas and outcome == 1 else replicas
+    except redis.RedisError as exc:
+        raise StoreError(describe_redis_error(exc, host_port(primary))) from None
+    finally:
+        client.close()
+    answer = {1: 'written', 2: 'already'}.get(outcome, 'conflict')
+    if outcome != 1:
         return answer
+    now = redis_connection.settled_master(guard.sentinel, guard.name, guard.kwargs, guard.timeout)
+    if now == primary and acked >= replicas:
+        return answer
+    reader = guard.client(now)
+    try:
+        held = reader.hget(key, b'refresh_token')
+    except redis.RedisError as exc:
+        raise StoreError(f'the new refresh token was written to {host_port(primary)}, but the primary the Sentinels '
+                         f'name now, {host_port(now)}, could not confirm it ({redis_error_text(exc)})') from None
+    finally:
+        reader.close()
+    if held != new_token:
+        raise StoreError(f'the new refresh token was written to {host_port(primary)}, which lost it: the primary the '
+                         f'Sentinels name now, {host_port(now)}, does not hold it (a Sentinel failover)')
+    return answer

@@ -5,8 +5,9 @@
 """Session stores in Redis: standalone, Sentinel and Cluster, connected and checked.
 
 The store is its partitions (redis_partition.py: one server, or each primary of a
-cluster), with what a deployment adds: a cluster's redirections (redis_cluster.py) and
-the primary the Sentinels name (redis_sentinel.py). The single-session calls of the
+cluster), with what a deployment adds: a cluster's router (redis_cluster.py: where a key
+lives, its redirections followed) and the primary guard behind Sentinels
+(redis_sentinel.py). The single-session calls of the
 refresh probe and the run lock live here.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
@@ -20,11 +21,12 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_s
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
     StoreError, describe_redis_error, redis_error_text,
 )
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_connection as _connection
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_connection import REDIS_IMPORT_ERROR
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_cluster import _Redirections
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_connection import (
+    REDIS_IMPORT_ERROR, client_kwargs, connect_cluster, connect_sentinel, connect_standalone, server_identity,
+)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_cluster import ClusterRouter
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import RedisPartition
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_sentinel import _PrimaryWatch
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_sentinel import SentinelGuard, swap_on_primary
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import probe_redis
 
 try:
@@ -102,7 +104,7 @@ class RedisStore:
         self.prefix = check_pattern(pattern)
         self._matches = glob_matcher(pattern)
         self._cluster_client = None
-        self._redirections = None
+        self._router = None
         self._partitions = self._connect(params)
         self.server = self._identify()
 
@@ -110,31 +112,31 @@ class RedisStore:
         """Which server the store runs on (Redis or Valkey, its version): asked of the first partition."""
         partition = self._partitions[0]
         try:
-            return _connection.server_identity(partition.client)
+            return server_identity(partition.client)
         except redis.RedisError as exc:
             raise StoreError(describe_redis_error(exc, partition.location)) from None
 
     def _connect(self, params: dict):
-        kwargs = _connection.client_kwargs(params)
+        kwargs = client_kwargs(params)
         if params['backend'] == 'redis_cluster':
             return self._connect_cluster(params, kwargs)
-        watch = None
+        guard = None
         if params['backend'] == 'redis_sentinel':
-            sentinel, client, location, master = _connection.connect_sentinel(params, kwargs)
-            watch = _PrimaryWatch(sentinel, params['sentinel_service_name'], dict(kwargs, db=params['db']),
+            sentinel, client, location, master = connect_sentinel(params, kwargs)
+            guard = SentinelGuard(sentinel, params['sentinel_service_name'], dict(kwargs, db=params['db']),
                                   params['timeout'], master)
         else:
-            client, location = _connection.connect_standalone(params, kwargs)
-        partition = RedisPartition(client, location, self.pattern, cluster=False, watch=watch)
+            client, location = connect_standalone(params, kwargs)
+        partition = RedisPartition(client, location, self.pattern, guard=guard)
         partition.ping()
         return [partition]
 
     def _connect_cluster(self, params: dict, kwargs: dict):
-        self._cluster_client, primaries = _connection.connect_cluster(params, kwargs)
+        self._cluster_client, primaries = connect_cluster(params, kwargs)
         partitions = []
-        self._redirections = _Redirections(self._cluster_client, kwargs)
+        self._router = ClusterRouter(self._cluster_client, kwargs)
         for client, location in primaries:
-            partition = RedisPartition(client, location, self.pattern, cluster=True, redirections=self._redirections)
+            partition = RedisPartition(client, location, self.pattern, routing=self._router)
             partition.ping()
             partitions.append(partition)
         return partitions
@@ -148,15 +150,14 @@ class RedisStore:
 
     def group_by_partition(self, entries):
         """(partition, entries) pairs: the entries grouped by the partition that owns their key."""
-        if self._cluster_client is None:
+        if self._router is None:
             return [(self._partitions[0], list(entries))]
         owners = {(p.location): p for p in self._partitions}
         grouped = {}
         for entry in entries:
-            node = self._cluster_client.get_node_from_key(entry.key)
-            grouped.setdefault(f'{node.host}:{node.port}', []).append(entry)
-        # a primary that took over after the connect (a failover) is not a partition: any node
-        # will do, its answer (MOVED) sends the writes there
+            grouped.setdefault(self._router.owner(entry.key), []).append(entry)
+        # a primary that took over after the connect (a failover) is not a partition: any
+        # partition will do, its router follows the writes there
         return [(owners.get(location, self._partitions[0]), group) for location, group in grouped.items()]
 
     def accepts(self, entry) -> bool:
@@ -199,9 +200,9 @@ class RedisStore:
         Returns 'written', 'already' (the service stored the same tokens) or 'conflict'.
         """
         key = (self.prefix + session_id).encode('utf-8')
-        watch = self._partitions[0].watch
-        if watch is not None:
-            return watch.swap(_SWAP, key, expected_refresh, fields)
+        guard = self._partitions[0].guard
+        if guard is not None:
+            return swap_on_primary(guard, _SWAP, key, expected_refresh, fields)
         flat = [part for pair in fields.items() for part in pair]
         try:
             outcome = _SWAP.call(self._key_client(), [key], [expected_refresh, fields[b'refresh_token'], *flat])
@@ -214,5 +215,5 @@ class RedisStore:
             partition.client.close()
         if self._cluster_client is not None:
             self._cluster_client.close()
-        if self._redirections is not None:
-            self._redirections.close()
+        if self._router is not None:
+            self._router.close()

@@ -8,13 +8,14 @@ A sweep sends a whole batch (a thousand HGETALLs, the next SCAN) as one write an
 reads the replies when it needs them, so the server works on one batch while this
 process judges the previous one. redis-py opens the connection (TLS, AUTH, SELECT
 are its business); with hiredis installed the replies are parsed straight off that
-connection's socket (_SocketReplies, the one private hook), without redis-py's
-per-reply overhead. Without hiredis the same calls go through redis-py's public
+connection's socket (_SocketReplies, through the one documented private hook of
+redis_py_internals.py), without redis-py's per-reply overhead. Without hiredis the same calls go through redis-py's public
 reader (_PublicReplies), slower but the same. The commands are written by this
 module's encoder (encode, encode_each), which writes what redis-py's public
 Connection.pack_commands writes (a unit test compares them) about fifty times faster:
 through pack_commands the encoding alone would take about 2 s of a 4 s sweep of a
-million sessions.
+million sessions. This is the one file that writes the protocol (RESP): the scripts'
+arguments are built from its bulk, bulk_format and array_header.
 
 Private helper of the inferops.vllm_dr collection; not a public API.
 """
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import socket
+
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_py_internals import connection_socket, pooled_connection
 
 try:
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -53,9 +56,19 @@ def bulk(value) -> bytes:
     return b'$%d\r\n%s\r\n' % (len(value), value)
 
 
+def array_header(count: int) -> bytes:
+    """The head of an array of ``count`` items (a command of ``count`` arguments), its items to follow."""
+    return b'*%d\r\n' % count
+
+
+def bulk_format(count: int) -> bytes:
+    """A %-format of ``count`` bulk strings, each formatted from (length, value): for many values in one go."""
+    return b'$%d\r\n%s\r\n' * count
+
+
 def encode(command) -> bytes:
     """One command in the protocol: an array of bulk strings."""
-    return b'*%d\r\n' % len(command) + b''.join([bulk(value) for value in command])
+    return array_header(len(command)) + b''.join([bulk(value) for value in command])
 
 
 def encode_each(name: bytes, keys) -> bytes:
@@ -100,25 +113,25 @@ def _new_reader():
 
 
 class _SocketReplies:
-    """The one place below redis-py's public API: replies parsed by hiredis straight off the connection's ``_sock``.
+    """Replies parsed by hiredis straight off the connection's socket (redis_py_internals.connection_socket).
 
     Measured with a full sweep (read, judge, back up, guarded delete) of 100,000 sessions,
     alternated with the public path (the connection's ``read_response``) on one server:
     about a fifth less wall time (median 11.1 s against 13.6 s). It is used only when
-    hiredis is installed and the connection has ``_sock`` (a redis-py that renames it gets
-    _PublicReplies, the tested fallback).
+    hiredis is installed and redis-py lets the connection's socket be reached (a redis-py
+    that does not gets _PublicReplies, the tested fallback).
     """
 
     def __init__(self, sock):
-        self._sock = sock
+        self._socket = sock  # a connected socket.socket
         self._reader, in_c = _new_reader()
         self._ready = self._ready_replies if in_c else self._ready_one_by_one
         self._buffer = bytearray(_READ_SIZE)
 
     @classmethod
     def of(cls, connection):
-        """The private reader for ``connection``, or None when hiredis or ``_sock`` is missing."""
-        sock = getattr(connection, '_sock', None)
+        """The socket reader for ``connection``, or None when hiredis or the socket is missing."""
+        sock = connection_socket(connection)
         return cls(sock) if hiredis is not None and sock is not None else None
 
     def receive(self, count: int) -> list:
@@ -143,7 +156,7 @@ class _SocketReplies:
 
     def _fill(self) -> None:
         try:
-            size = self._sock.recv_into(self._buffer)
+            size = self._socket.recv_into(self._buffer)
         except socket.timeout:
             raise RedisTimeoutError('Timeout reading from socket') from None
         except OSError as exc:
@@ -169,23 +182,19 @@ class _PublicReplies:
         return replies
 
 
-class Wire:
+class PipelinedConnection:
     """One connection of a client's pool, used for pipelined commands only, closed when done.
 
     ``send`` writes commands; ``receive(n)`` returns the next ``n`` replies, an error
     reply as a ResponseError instance in its place (the connection stays usable).
     Replies are read by _SocketReplies where it can (``private_reads`` None or true),
-    else by _PublicReplies (``private_reads`` false, or hiredis or ``_sock`` missing);
+    else by _PublicReplies (``private_reads`` false, or hiredis or the socket missing);
     ``private_reads`` then tells which one reads.
     """
 
     def __init__(self, client, private_reads=None):
         self._pool = client.connection_pool
-        try:
-            self._connection = self._pool.get_connection()
-        except TypeError:
-            # redis-py 5.0 to 5.2 want a command name (5.3 made it optional, then deprecated it)
-            self._connection = self._pool.get_connection('PIPELINE')
+        self._connection = pooled_connection(self._pool)
         replies = _SocketReplies.of(self._connection) if private_reads is not False else None
         self.private_reads = replies is not None
         self._replies = replies or _PublicReplies(self._connection)

@@ -5,7 +5,7 @@
 """Report, sweep and restore vLLM sessions in any store.
 
 The order of every batch is: read, judge, write the backup lines and fsync them,
-then delete conditionally on the server (loop.py runs that order; SweepJob here
+then delete conditionally on the server (sweep_pipeline.py runs that order; SweepJob here
 makes its decisions: which entries go, what is counted, what the backup says).
 If the store dies mid-sweep, the backup holds exactly what was deleted so far and
 a re-run finishes the job.
@@ -26,7 +26,7 @@ import time
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import BackupError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import INVALID_SAMPLES, BackupReader, BackupWriter, header, prepare_backup_path
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import sweep_partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep_pipeline import sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import iso_utc, parse_expiries, parse_expiry
 
 SAMPLE_SIZE = 10
@@ -77,6 +77,11 @@ class SweepOptions:
     @property
     def deleting(self) -> bool:
         return self.state == 'swept' and not self.check_mode
+
+    @property
+    def sweeps_malformed(self) -> bool:
+        """Whether malformed sessions and removable wrong-type entries go too (``malformed: sweep``)."""
+        return self.malformed == 'sweep'
 
     @property
     def guard_fields(self):
@@ -164,12 +169,33 @@ def judge_by_provider(fields, options: SweepOptions):
     return (KEEP if options.introspector.active(token) else MATCH), expiry
 
 
-def _to_remove(verdict: str, entry, options: SweepOptions) -> bool:
+def to_remove(verdict: str, entry, options: SweepOptions) -> bool:
+    """Whether an entry judged ``verdict`` goes: a match always; a malformed session, or a wrong-type entry the backup
+    can hold, only when malformed sessions are swept. The one rule for malformed sessions (``entry`` is read for a
+    wrong-type verdict only)."""
     if verdict == MATCH:
         return True
-    if options.malformed != 'sweep':
+    if not options.sweeps_malformed:
         return False
     return verdict == MALFORMED or (verdict == WRONG_TYPE and deletable_wrong_type(entry))
+
+
+def judge_each(entries, options: SweepOptions):
+    """(malformed, wrong type, expiries read, victims) of entries judged one by one (judge_by_provider, to_remove)."""
+    malformed = wrong_type = 0
+    expiries = []
+    victims = []
+    for entry in entries:
+        verdict, expiry = judge_by_provider(session_fields(entry), options)
+        if expiry is not None:
+            expiries.append(expiry)
+        if verdict == MALFORMED:
+            malformed += 1
+        elif verdict == WRONG_TYPE:
+            wrong_type += 1
+        if to_remove(verdict, entry, options):
+            victims.append(entry)
+    return malformed, wrong_type, expiries, victims
 
 
 @contextlib.contextmanager
@@ -193,7 +219,7 @@ def _rare_collections():
 class SweepJob:
     """The decisions of one partition's sweep, batch by batch: which entries go, what is counted, what the backup says.
 
-    The loop (loop.sweep_partition) drives the order: for every batch it calls
+    The pipeline (sweep_pipeline.SweepPipeline) drives the order: for every batch it calls
     ``judge_batch``, then, when ``deleting``, ``start_backup`` and ``finish_backup``
     before the victims' delete is sent, ``settle`` with what the delete did, and
     ``abandon`` for victims whose delete is never sent or was refused.
@@ -215,7 +241,7 @@ class SweepJob:
         return self.options.select in ('expired', 'all')
 
     def judge_batch(self, batch):
-        """Count a batch (a loop.Batch) and return the entries to remove (never more than max_delete allows).
+        """Count a batch (a sweep_pipeline.Batch) and return the entries to remove (never more than max_delete allows).
 
         When the expiry alone decides, the sessions whose expiry the store read raw are judged
         by it and only their victims become entries: half a sweep's sessions are usually kept,
@@ -250,21 +276,7 @@ class SweepJob:
 
     def _judge_each(self, entries):
         """judge, entry by entry: the identity provider's verdicts, and entries that are not sessions."""
-        options = self.options
-        malformed = wrong_type = 0
-        expiries = []
-        victims = []
-        for entry in entries:
-            verdict, expiry = judge_by_provider(session_fields(entry), options)
-            if expiry is not None:
-                expiries.append(expiry)
-            if verdict == MALFORMED:
-                malformed += 1
-            elif verdict == WRONG_TYPE:
-                wrong_type += 1
-            if _to_remove(verdict, entry, options):
-                victims.append(entry)
-        return self._count(len(entries), malformed, wrong_type, expiries, victims, _KEY_OF_ENTRY)
+        return self._count(len(entries), *judge_each(entries, self.options), _KEY_OF_ENTRY)
 
     def judge_expiries(self, keys, raws):
         """The rule of the selections the expiry alone decides (``by_expiry``), for a batch of sessions.
@@ -275,15 +287,14 @@ class SweepJob:
         """
         options = self.options
         cutoff = options.cutoff
-        sweep_malformed = options.malformed == 'sweep'
         expiries = parse_expiries(raws)
         malformed = expiries.count(None)
         if options.select == 'all':
-            positions = [position for position, expiry in enumerate(expiries) if expiry is not None or sweep_malformed]
-        elif sweep_malformed:
-            positions = [position for position, expiry in enumerate(expiries) if expiry is None or expiry < cutoff]
+            positions = [position for position, expiry in enumerate(expiries) if expiry is not None]
         else:
             positions = [position for position, expiry in enumerate(expiries) if expiry is not None and expiry < cutoff]
+        if malformed and to_remove(MALFORMED, None, options):
+            positions = sorted(positions + [position for position, expiry in enumerate(expiries) if expiry is None])
         if malformed:
             expiries = [expiry for expiry in expiries if expiry is not None]
         return self._count(len(raws), malformed, 0, expiries, positions, keys.__getitem__)

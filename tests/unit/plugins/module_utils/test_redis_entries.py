@@ -7,7 +7,8 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import RedisPartition, _ReplyBatch, _delete_args
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_deletes import delete_args
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_reads import ReplyBatch, entries_from_replies
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import Stats, Sweeper, SweepJob, SweepOptions
 
@@ -15,7 +16,7 @@ KEYS = [b'vllm:session:a', b'vllm:session:gone', b'vllm:session:s']
 
 
 def entries(replies):
-    return [(entry.key, entry.kind, entry.fields) for entry in RedisPartition._entries(None, KEYS, replies, False)]
+    return [(entry.key, entry.kind, entry.fields) for entry in entries_from_replies(None, KEYS, replies, False)]
 
 
 def test_resp2_lists_and_resp3_maps_give_the_same_entries():
@@ -35,7 +36,7 @@ STRING = Entry(b'vllm:session:s', 'string', value=b'a string')
 
 def expectations(entry):
     """One entry's ARGV after the guard names, decoded back from the protocol."""
-    count, argv = _delete_args(GUARD)([entry])
+    count, argv = delete_args(GUARD)([entry])
     reader = hiredis.Reader()
     reader.feed(b'*%d\r\n%s' % (count, argv))
     return reader.gets()[1 + len(GUARD):]
@@ -43,7 +44,7 @@ def expectations(entry):
 
 @pytest.mark.parametrize('group', [FULL, FULL + [GAPS], [STRING] + FULL, [GAPS]], ids=['every-field', 'gaps', 'string', 'only-gaps'])
 def test_delete_arguments_of_a_group_are_each_entry_in_turn(group):
-    count, argv = _delete_args(GUARD)(group)
+    count, argv = delete_args(GUARD)(group)
     reader = hiredis.Reader()
     reader.feed(b'*%d\r\n%s' % (count, argv))
     assert reader.gets() == [b'2'] + GUARD + [arg for entry in group for arg in expectations(entry)]
@@ -82,9 +83,9 @@ def judged(options, batch, fast):
     job = SweepJob(Sweeper(Names(), options), Stats(), delete=True)
     if fast:
         assert job.by_expiry
-        victims = job.judge_batch(_ReplyBatch(RedisPartition(None, 'here', 'vllm:session:*', cluster=False), BATCH_KEYS, batch))
+        victims = job.judge_batch(ReplyBatch(lambda keys, replies: entries_from_replies(None, keys, replies, False), BATCH_KEYS, batch))
     else:
-        victims = job.judge(RedisPartition._entries(None, BATCH_KEYS, batch, False))
+        victims = job.judge(entries_from_replies(None, BATCH_KEYS, batch, False))
     stats = job.stats
     counts = (stats.scanned, stats.matched, stats.malformed, stats.wrong_type, stats.earliest, stats.latest, stats.sample_ids)
     return [(entry.key, entry.kind, entry.fields) for entry in victims], counts

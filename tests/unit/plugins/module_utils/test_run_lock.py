@@ -12,7 +12,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils import _run_lock
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._run_lock import (
     LockHeld, LockLost, acquire, current_time, hold, release)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import session_store_argument_spec
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import session_store_argument_spec
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_run_lock
 from harness.modules import run_module
 from harness.servers import EtcdServer, RedisServer

@@ -13,7 +13,7 @@ from redis.sentinel import MasterNotFoundError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import (
     StoreError, classify_etcd_error, classify_redis_error, describe_redis_error, server_words,
 )
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.connection import check_store_params
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.store_options import check_store_params
 
 TOKEN = 'rt-user-0-SECRET'
 

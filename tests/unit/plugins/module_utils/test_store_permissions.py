@@ -6,7 +6,8 @@ import re
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.permissions import (
     REDIS_NEEDS, judge_etcd, judge_redis, probe_key, refusal, unchecked)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import DELETE_SCRIPT, RESTORE_SCRIPT
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_deletes import DELETE_SCRIPT
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import RESTORE_SCRIPT
 
 ALL_OK = [(name, b'OK') for name, _command in REDIS_NEEDS]
 

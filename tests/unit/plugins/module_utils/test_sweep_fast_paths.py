@@ -9,9 +9,8 @@ import pytest
 from redis.exceptions import ResponseError
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_wire as _redis_wire
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_partition import (
-    _expiries_in_place, _expiries_one_by_one)
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import Wire
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_reads import expiries_in_place, expiries_one_by_one
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import PipelinedConnection
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.backup import backup_lines
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._timestamps import (
@@ -114,18 +113,18 @@ BATCHES = {
 def test_expiries_read_in_place_are_what_reading_one_by_one_gives(name):
     replies = BATCHES[name]
     keys = [b'vllm:session:%d' % index for index in range(len(replies))]
-    in_place = _expiries_in_place(replies, b'expires_at')
+    in_place = expiries_in_place(replies, b'expires_at')
     if in_place is None:
         assert name not in ('alike', 'first field', 'a name as a value after the field')
         return
-    hash_keys, flats, raws, other_keys, other_replies = _expiries_one_by_one(keys, replies, b'expires_at')
+    hash_keys, flats, raws, other_keys, other_replies = expiries_one_by_one(keys, replies, b'expires_at')
     assert (hash_keys, flats, other_keys, other_replies) == (keys, replies, [], [])
     assert in_place == raws
 
 
 def test_the_usual_batch_is_read_in_place():
     replies = [FLAT[:5] + [b'%d' % (1720612800 + index)] for index in range(1000)]
-    assert _expiries_in_place(replies, b'expires_at') == [b'%d' % (1720612800 + index) for index in range(1000)]
+    assert expiries_in_place(replies, b'expires_at') == [b'%d' % (1720612800 + index) for index in range(1000)]
 
 
 # Every kind of RESP2 reply, 0 and the empty array among them (0 equals hiredis's default "no reply yet", False).
@@ -136,17 +135,17 @@ REPLIES = [
 
 
 def _wire(ready: str, read_size: int):
-    """A Wire on one end of a socket pair, reading with hiredis as a sweep does, by the given way of taking replies."""
+    """A PipelinedConnection on one end of a socket pair, reading with hiredis as a sweep does, by the given way of taking replies."""
     ours, theirs = socket.socketpair()
     ours.settimeout(5)  # a wire that waits for a reply never sent fails, it does not hang
-    replies = _redis_wire._SocketReplies(ours)  # pylint: disable=protected-access  # as a Wire makes it
+    replies = _redis_wire._SocketReplies(ours)  # pylint: disable=protected-access  # as a PipelinedConnection makes it
     replies._buffer = bytearray(read_size)  # pylint: disable=protected-access
     if ready == 'in C':
         assert replies._ready == replies._ready_replies  # pylint: disable=protected-access  # this hiredis has notEnoughData
     else:
         replies._reader = hiredis.Reader(replyError=ResponseError)  # pylint: disable=protected-access  # an old hiredis's
         replies._ready = replies._ready_one_by_one  # pylint: disable=protected-access
-    wire = Wire.__new__(Wire)
+    wire = PipelinedConnection.__new__(PipelinedConnection)
     wire._replies, wire.unread_replies, wire._broken = replies, 0, False  # pylint: disable=protected-access
     return wire, ours, theirs
 

@@ -1,4 +1,4 @@
-"""The sweep loop (loop.py) over a partition held in memory: the order of read, judge, back up, delete and settle."""
+"""The sweep pipeline (sweep_pipeline.py) over a partition held in memory: the order of read, judge, back up, delete and settle."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextlib
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.loop import DELETES_AHEAD, EntryBatch, Partition, sweep_partition
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep_pipeline import DELETES_AHEAD, EntryBatch, Partition, sweep_partition
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.model import Entry
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.sweep import SweepError, SweepJob, SweepOptions, Sweeper
 

@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The one sweep loop: read a batch, judge it, back it up, delete the unchanged victims, settle.
+"""The one sweep pipeline: read a batch, judge it, back it up, delete the unchanged victims, settle.
 
-Every store runs this loop over its partitions (a Redis server, each primary of a Redis
-Cluster, an etcd cluster); what differs between stores sits behind Partition. The loop
+Every store runs this pipeline (SweepPipeline) over its partitions (a Redis server, each primary of a Redis
+Cluster, an etcd cluster); what differs between stores sits behind Partition. The pipeline
 overlaps its stages where the store allows it: the reads of batch n+1 are under way while
 batch n is judged, a batch's backup is written by the backup thread while later batches
 are read, and at most DELETES_AHEAD deletes are in flight. A batch's backup is durable
@@ -70,7 +70,7 @@ class EntryBatch(Batch):
 
 
 class Partition:
-    """What the loop asks of the part of a store it sweeps; each store's partition implements it.
+    """What the pipeline asks of the part of a store it sweeps; each store's partition implements it.
 
     ``open(job)``: a context manager around the whole sweep of the partition: it connects
     (and readies the delete when ``job.deleting``), sends the first read, and on the way out
@@ -90,7 +90,7 @@ class Partition:
     when the store refused a request, ``job.abandon`` the victims it never touched, and raise
     the refusal unless send_delete raised it already.
 
-    ``after_failure(job, exc)``: the loop stopped on ``exc`` and settled the deletes in
+    ``after_failure(job, exc)``: the pipeline stopped on ``exc`` and settled the deletes in
     flight as far as the store could say; a store that can tell more (a failover) raises
     the StoreError that says what stopped the sweep.
 
@@ -126,40 +126,66 @@ class Partition:
 
 def sweep_partition(job, partition: Partition) -> None:
     """Sweep one partition for ``job`` (a SweepJob): count, and when ``job.deleting``, back up and delete."""
-    with partition.open(job):
-        _run(job, partition)
+    SweepPipeline(job, partition).run()
 
 
-def _run(job, partition: Partition) -> None:
-    backing = collections.deque()  # (victims, their backup write), oldest first
-    try:
-        while True:
-            batch = partition.next_batch()
-            if batch is None and not backing:
-                break
-            if batch is not None and batch.ready:
-                backing.append((batch.ready, job.start_backup(batch.ready)))
-            # the oldest backup's delete once it is durable (waited for when a second backup
-            # is queued behind it, or when nothing is left to read)
-            if backing and (len(backing) > 1 or not partition.reading or job.backup_done(backing[0][1])):
-                if partition.deletes_in_flight >= DELETES_AHEAD:
-                    partition.settle_oldest(job)
-                job.finish_backup(backing[0][1])
-                partition.send_delete(backing.popleft()[0])
-            if batch is not None and batch.keys:
-                victims = job.judge_batch(batch)
-                if job.backing_up:
-                    ready = partition.prepare(victims)
-                    if ready:
-                        backing.append((ready, job.start_backup(ready)))
-                elif job.deleting and victims:
-                    backing.append((victims, None))
-    except Exception as exc:
-        # whatever stopped the sweep (the store, the backup, the identity provider): the backup
-        # says which backed-up victims were never sent, and the deletes in flight are counted
-        # if the store can still say (one whose answer is lost stays in the backup: restore
-        # never overwrites a session that is still there)
-        for victims, pending in backing:
+class SweepPipeline:
+    """The stages of one partition's sweep for ``job`` (a sweep.SweepJob), overlapped as the module docstring says.
+
+    ``backing`` holds the victims whose backup is written (or queued) and whose delete is
+    not sent yet, oldest first, each with its backup write.
+    """
+
+    def __init__(self, job, partition: Partition):
+        self.job = job
+        self.partition = partition
+        self.backing = collections.deque()  # (victims, their backup write), oldest first
+
+    def run(self) -> None:
+        with self.partition.open(self.job):
+            try:
+                while self._step():
+                    pass
+            except Exception as exc:
+                self._stop(exc)
+                raise
+            while self.partition.deletes_in_flight:
+                self.partition.settle_oldest(self.job)
+
+    def _step(self) -> bool:
+        """One turn: the next batch read, the oldest durable backup's delete sent, the batch judged; False when done."""
+        job, partition, backing = self.job, self.partition, self.backing
+        batch = partition.next_batch()
+        if batch is None and not backing:
+            return False
+        if batch is not None and batch.ready:
+            backing.append((batch.ready, job.start_backup(batch.ready)))
+        # the oldest backup's delete once it is durable (waited for when a second backup
+        # is queued behind it, or when nothing is left to read)
+        if backing and (len(backing) > 1 or not partition.reading or job.backup_done(backing[0][1])):
+            if partition.deletes_in_flight >= DELETES_AHEAD:
+                partition.settle_oldest(job)
+            job.finish_backup(backing[0][1])
+            partition.send_delete(backing.popleft()[0])
+        if batch is not None and batch.keys:
+            victims = job.judge_batch(batch)
+            if job.backing_up:
+                ready = partition.prepare(victims)
+                if ready:
+                    backing.append((ready, job.start_backup(ready)))
+            elif job.deleting and victims:
+                backing.append((victims, None))
+        return True
+
+    def _stop(self, exc: Exception) -> None:
+        """Whatever stopped the sweep (the store, the backup, the identity provider): count what can be counted.
+
+        The backup says which backed-up victims were never sent, and the deletes in flight
+        are counted if the store can still say (one whose answer is lost stays in the backup:
+        restore never overwrites a session that is still there).
+        """
+        job, partition = self.job, self.partition
+        for victims, pending in self.backing:
             job.abandon(victims, pending)
         try:
             while partition.deletes_in_flight:
@@ -169,6 +195,3 @@ def _run(job, partition: Partition) -> None:
         except Exception:  # pylint: disable=broad-except  # the first error is the one to report
             pass
         partition.after_failure(job, exc)
-        raise
-    while partition.deletes_in_flight:
-        partition.settle_oldest(job)

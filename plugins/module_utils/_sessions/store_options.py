@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Connection options of the session stores, declared once, and the factory that opens a store.
+"""Connection options of the session stores, declared once, and their checks (stores.py opens a store from them).
 
 Every module that touches sessions merges ``session_store_argument_spec()`` into its
 own spec, passes ``SESSION_STORE_RULES`` to AnsibleModule, and documents the options
@@ -124,13 +124,3 @@ def check_store_params(params: dict) -> None:
         raise StoreError(f'login_port {params["login_port"]} is not a TCP port; give 1 to 65535 (default 6379)')
     if params['db'] < 0:
         raise StoreError(f'db {params["db"]} is not a Redis database number; give 0 or more (default 0)')
-
-
-def open_store(params: dict):
-    """A connected store for ``params['backend']``; raises StoreError with a one-line message."""
-    check_store_params(params)
-    if params['backend'] == 'etcd':
-        from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.etcd_store import EtcdStore  # pylint: disable=import-outside-toplevel
-        return EtcdStore(params, params['key_prefix'])
-    from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_store import RedisStore  # pylint: disable=import-outside-toplevel
-    return RedisStore(params, params['key_pattern'])
