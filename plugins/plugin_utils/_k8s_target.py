@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import owner_names
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import statefulset, statefulset_owners
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
     config_map_problems, deployment_pods, old_pods, restart_room, rollout_complete, rollout_status, running_pods)
 
@@ -92,6 +93,7 @@ class Kind(NamedTuple):
 
 KINDS = {
     'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet'),
+    'StatefulSet': Kind(statefulset, statefulset_owners, 'apps/v1', 'statefulsets', 'StatefulSet'),
 }
 
 

@@ -23,6 +23,10 @@ The manual procedure (the write-up's, over every pod): `kubectl logs` of every p
 token_cache.db` in each; vllm.yaml edited (`kubectl get configmap`, refresh_on_startup set, `kubectl apply`);
 `kubectl rollout restart` and `kubectl rollout status`; then `kubectl logs -l app=vllm` to check the new pods.
 Ends with one line: `100 replicas: X.XX× the 2-replica time, Y.YY× the manual baseline` (medians of the rounds).
+--kind statefulset: a `vllm` StatefulSet instead (tests/harness/k8s.py statefulset_workload: a PersistentVolumeClaim
+per pod from volumeClaimTemplates, one kwok Exec per pod, each pod's own copy of the cache at the path its container
+sees); the manual procedure is the same over every pod, with `kubectl rollout restart/status statefulset/vllm`, and
+the line reads `100 replicas (statefulset): ...`.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 
 # pylint: disable=wrong-import-position
-from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, pod_directories, vllm_workload  # noqa: E402
+from harness.k8s import (GatewayRuntime, KubeCluster, delete_workload, pod_directories, pod_volume_python,  # noqa: E402
+                         statefulset_workload, vllm_workload)
 from lab.labctl import Lab  # noqa: E402
 
 PHASES = ('diagnose', 'purge', 'restart', 'validate')
@@ -80,10 +85,15 @@ class EmptyDirRuntime(GatewayRuntime):
         self.lab.start_gateway()
 
 
-def workload_documents(namespace: str, lab, replicas: int, volume: str) -> list:
-    # an emptyDir cache gets one kwok Exec per pod (pod_directories) instead of the namespace's one
-    documents = [doc for doc in vllm_workload(namespace, lab, replicas, cache_volume=volume)
-                 if not (volume == 'emptyDir' and doc['kind'] == 'ClusterExec')]
+def workload_documents(namespace: str, lab, replicas: int, volume: str, kind: str = 'deployment',
+                       work: str = '') -> list:
+    if kind == 'statefulset':
+        # a claim per pod (volumeClaimTemplates) and one kwok Exec per pod, made with the workload
+        documents = statefulset_workload(namespace, lab, work, replicas)[0]
+    else:
+        # an emptyDir cache gets one kwok Exec per pod (pod_directories) instead of the namespace's one
+        documents = [doc for doc in vllm_workload(namespace, lab, replicas, cache_volume=volume)
+                     if not (volume == 'emptyDir' and doc['kind'] == 'ClusterExec')]
     data_dir = os.path.dirname(lab.cache_path)
     for doc in documents:
         if doc['kind'] == 'Deployment':
@@ -110,7 +120,7 @@ def identity_kubeconfig(kube, namespace: str, work: str) -> str:
     return path
 
 
-def inventory(lab, namespace: str, kubeconfig: str, work: str) -> str:
+def inventory(lab, namespace: str, kubeconfig: str, work: str, kind: str = 'deployment') -> str:
     host = lab.inventory(os.path.join(work, 'reports'))['all']['children']['vllm']['hosts']['lab']
     for key in ('vllm_dr_restart_command', 'vllm_dr_config_path', 'vllm_dr_log_path'):
         host.pop(key)
@@ -122,6 +132,9 @@ def inventory(lab, namespace: str, kubeconfig: str, work: str) -> str:
                  # relative: each pod's own directory (its container's workingDir); the backups, written before each
                  # purge, go to one directory of this machine (every name is unique), from which each is fetched
                  'vllm_dr_cache_path': CACHE, 'vllm_dr_k8s_pod_backup_dir': os.path.join(work, 'pod-backups')})
+    if kind == 'statefulset':
+        # each pod's own claim at the path its container sees (harness.k8s.pod_volume_python)
+        host['vllm_dr_k8s_python'] = pod_volume_python(work, os.path.dirname(lab.cache_path))
     path = os.path.join(work, 'inventory.yml')
     with open(path, 'w', encoding='utf-8') as handle:
         yaml.safe_dump({'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}, handle)
@@ -143,12 +156,13 @@ def log_phases(log_path: str, end: float) -> list:
     return starts + [('end', end)]
 
 
-def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str) -> list:
+def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str, kind: str = 'deployment') -> list:
     log_path = os.path.join(work, 'ansible.log')
     env = dict(kube.env, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_LOG_PATH=log_path,
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'))
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
-                          inventory(lab, namespace, kubeconfig, work), os.path.join(ROOT, 'playbooks', 'dr_restore.yml')],
+                          inventory(lab, namespace, kubeconfig, work, kind),
+                          os.path.join(ROOT, 'playbooks', 'dr_restore.yml')],
                          capture_output=True, text=True, env=env, check=False)
     end = time.time()
     if out.returncode != 0:
@@ -156,7 +170,7 @@ def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str) -> list:
     return log_phases(log_path, end)
 
 
-def run_manual(kube, namespace: str, kubeconfig: str, replicas: int) -> list:
+def run_manual(kube, namespace: str, kubeconfig: str, replicas: int, kind: str = 'deployment') -> list:
     def kubectl(*args, stdin=None):
         return kube.kubectl('-n', namespace, *args, stdin=stdin, kubeconfig=kubeconfig)
     marks = [('diagnose', time.time())]
@@ -173,8 +187,8 @@ def run_manual(kube, namespace: str, kubeconfig: str, replicas: int) -> list:
     config['data']['vllm.yaml'] = yaml.safe_dump(document)
     kubectl('apply', '-f', '-', stdin=json.dumps(config))
     marks.append(('restart', time.time()))
-    kubectl('rollout', 'restart', 'deployment/vllm')
-    kubectl('rollout', 'status', 'deployment/vllm', '--timeout=600s')
+    kubectl('rollout', 'restart', f'{kind}/vllm')
+    kubectl('rollout', 'status', f'{kind}/vllm', '--timeout=600s')
     marks.append(('validate', time.time()))
     kubectl('logs', '-l', 'app=vllm', '-c', 'vllm', f'--max-log-requests={replicas}', '--prefix')
     return marks + [('end', time.time())]
@@ -197,7 +211,17 @@ def audit_counts(audit_log: str, namespace: str, marks: list) -> dict:
     return counts
 
 
-def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str, keep_log=None) -> dict:
+def wait_statefulset(kube, namespace: str, replicas: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while len(kube.running_pods(namespace)) < replicas or \
+            (kube.get('statefulset', 'vllm', namespace).get('status') or {}).get('readyReplicas', 0) < replicas:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'StatefulSet vllm in {namespace}: not ready in {timeout} s')
+        time.sleep(1)
+
+
+def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str, keep_log=None,
+            kind: str = 'deployment') -> dict:
     work = tempfile.mkdtemp(prefix=f'{mode}-{replicas}-', dir=base)
     lab = Lab(os.path.join(work, 'lab'))
     lab.up(sessions=3)
@@ -207,19 +231,23 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
         lab.rotate()
         lab.restore()
         lab.refresh(lab.state['service_session'])  # a refresh after the restore: the incident's error lines
-        kube.apply(*workload_documents(namespace, lab, replicas, volume))
-        kube.rollout_status(namespace, timeout='600s')
-        pod_directories(kube, namespace, lab, work, volume)
+        kube.apply(*workload_documents(namespace, lab, replicas, volume, kind, work))
+        if kind == 'statefulset':
+            wait_statefulset(kube, namespace, replicas)
+        else:
+            kube.rollout_status(namespace, timeout='600s')
+            pod_directories(kube, namespace, lab, work, volume)
         kubeconfig = identity_kubeconfig(kube, namespace, work)
-        runtime_class = EmptyDirRuntime if volume == 'emptyDir' else GatewayRuntime
+        # a StatefulSet's cache is on its pods' claims, which outlive the restart
+        runtime_class = EmptyDirRuntime if volume == 'emptyDir' and kind == 'deployment' else GatewayRuntime
         with runtime_class(kube, namespace, lab) as runtime:
             runtime.pump_logs()
             if mode == 'runbook':
-                marks = run_runbook(kube, lab, namespace, kubeconfig, work)
+                marks = run_runbook(kube, lab, namespace, kubeconfig, work, kind)
                 if keep_log:
                     shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
             else:
-                marks = run_manual(kube, namespace, kubeconfig, replicas)
+                marks = run_manual(kube, namespace, kubeconfig, replicas, kind)
         if runtime.errors:
             raise RuntimeError(f'the gateway runtime failed: {runtime.errors}')
         time.sleep(1)  # the audit log is written in batches
@@ -253,6 +281,9 @@ def main() -> int:
     parser.add_argument('--volume', choices=('emptyDir', 'pvc'), default='emptyDir',
                         help='the volume that holds the cache (default emptyDir: one per pod)')
     parser.add_argument('--modes', default='runbook,manual', help='runbook, manual or both (default)')
+    parser.add_argument('--kind', choices=('deployment', 'statefulset'), default='deployment',
+                        help='the workload (default deployment); a statefulset has a claim per pod '
+                             '(volumeClaimTemplates), --volume does not apply to it')
     parser.add_argument('--json', help='also write the raw runs to this file')
     parser.add_argument('--logs', help="keep each runbook run's ansible log in this directory (<replicas>-<round>.log)")
     args = parser.parse_args()
@@ -274,7 +305,7 @@ def main() -> int:
                 for replicas in counts:
                     for mode in modes:
                         keep_log = os.path.join(args.logs, f'{replicas}-{round_ + 1}.log') if args.logs else None
-                        run = one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log)
+                        run = one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log, args.kind)
                         results.setdefault((replicas, mode), []).append(run)
                         print(f'# {replicas} replicas, {mode}: '
                               + ', '.join(f'{c} {run["seconds"][c]:.2f} s ({run["calls"][c]})' for c in PHASES + ('total',)),
@@ -284,12 +315,14 @@ def main() -> int:
                                 json.dump({f'{r}:{m}': runs for (r, m), runs in results.items()}, handle, indent=1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(f'volume: {args.volume}; medians of {args.rounds} round(s); API calls from the audit log')
+    where = 'volumeClaimTemplates (a claim per pod)' if args.kind == 'statefulset' else args.volume
+    print(f'{args.kind}; volume: {where}; medians of {args.rounds} round(s); API calls from the audit log')
     print_table(results)
     small, large = min(counts), max(counts)
     if (small, 'runbook') in results and (large, 'runbook') in results and (large, 'manual') in results:
         large_time = median_of(results[(large, 'runbook')], 'seconds')['total']
-        print(f'{large} replicas: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
+        label = f'{large} replicas' if args.kind == 'deployment' else f'{large} replicas ({args.kind})'
+        print(f'{label}: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
               f'the {small}-replica time, {large_time / median_of(results[(large, "manual")], "seconds")["total"]:.2f}× '
               'the manual baseline')
     return 0
