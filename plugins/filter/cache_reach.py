@@ -107,11 +107,8 @@ _value:
       type: str
 """
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _cache_reach
-
-
-def cache_reach(deployment, pods, cache_path, container, method='exec', pod_backup_dir=''):
-    return _cache_reach(deployment, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '')
+# the name the roles call is inferops.vllm_dr._cache_reach; this one stays until they all do
+from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import cache_reach
 
 
 class FilterModule:
