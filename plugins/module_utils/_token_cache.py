@@ -65,17 +65,29 @@ def expiry_epoch_sql(column: str) -> str:
     outside the years 0001 to 9999 (``_timestamps.in_range``), an infinity among them,
     cannot be read either: such a row is malformed, never pruned, never reported.
     """
+    return f"(SELECT {epoch_of_raw_sql('e')} FROM (SELECT {expiry_raw_sql(column)} AS e))"
+
+
+def expiry_raw_sql(column: str) -> str:
+    """SQL for a row's expiry as stored, read as a number (seconds or milliseconds), or NULL: the costly part of
+    expiry_epoch_sql, which a prune evaluates once per row (epoch_of_raw_sql then reads the number it kept).
+
+    Text of digits and dots (a digit first) is a number; other text is read as a date. The
+    test is made with ltrim and substr, not GLOB: a third of the cost of a row.
+    """
     col = quote_identifier(column)
-    raw = (
-        f"CASE WHEN typeof({col}) IN ('integer', 'real') THEN {col} "
-        f"WHEN typeof({col}) = 'text' AND trim({col}) GLOB '[0-9]*' "
-        f"AND trim({col}) NOT GLOB '*[^0-9.]*' THEN CAST(trim({col}) AS REAL) "
-        f"WHEN typeof({col}) = 'text' THEN (julianday(trim({col})) - 2440587.5) * 86400.0 "
-        f"ELSE NULL END"
+    text = f"trim({col})"
+    return (
+        f"CASE typeof({col}) WHEN 'integer' THEN {col} WHEN 'real' THEN {col} WHEN 'text' THEN "
+        f"CASE WHEN ltrim({text}, '0123456789.') = '' AND substr({text}, 1, 1) BETWEEN '0' AND '9' "
+        f"THEN CAST({text} AS REAL) ELSE (julianday({text}) - 2440587.5) * 86400.0 END END"
     )
-    seconds = f"CASE WHEN e > {EPOCH_MILLIS_THRESHOLD} THEN e / 1000.0 ELSE e END"
-    return (f"(SELECT CASE WHEN s >= {EARLIEST_EPOCH!r} AND s < {END_EPOCH!r} THEN s END "
-            f"FROM (SELECT {seconds} AS s FROM (SELECT {raw} AS e)))")
+
+
+def epoch_of_raw_sql(raw: str) -> str:
+    """SQL for the epoch seconds of the expiry_raw_sql number named ``raw`` (a column), NULL out of range."""
+    seconds = f"(CASE WHEN {raw} > {EPOCH_MILLIS_THRESHOLD} THEN {raw} / 1000.0 ELSE {raw} END)"
+    return f"CASE WHEN {seconds} >= {EARLIEST_EPOCH!r} AND {seconds} < {END_EPOCH!r} THEN {seconds} END"
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -328,13 +340,14 @@ class TokenCache:
         conn.execute('PRAGMA temp_store = MEMORY')
         named = ', '.join(f'{key} AS k{index}' for index, key in enumerate(keys))
         conn.execute(f'CREATE TEMP TABLE vllm_dr_judged AS SELECT {named}, '
-                     f'{expiry_epoch_sql(self.expires_column)} AS e FROM {quote_identifier(self.table)}')
+                     f'{expiry_raw_sql(self.expires_column)} AS r FROM {quote_identifier(self.table)}')
         return keys
 
     @staticmethod
     def _count_judged(conn: sqlite3.Connection, cutoff: float) -> dict:
         row = conn.execute('SELECT count(*), count(*) - count(e), coalesce(sum(e < :cutoff), 0), min(e), max(e) '
-                           'FROM temp.vllm_dr_judged', {'cutoff': cutoff}).fetchone()
+                           f'FROM (SELECT {epoch_of_raw_sql("r")} AS e FROM temp.vllm_dr_judged LIMIT -1)',
+                           {'cutoff': cutoff}).fetchone()
         return {'rows': row[0], 'malformed_rows': row[1], 'expired_rows': row[2],
                 'earliest_expiry': iso_utc(row[3]), 'latest_expiry': iso_utc(row[4])}
 
@@ -343,7 +356,7 @@ class TokenCache:
         named = ', '.join(f'k{index}' for index in range(len(keys)))
         target = keys[0] if len(keys) == 1 else f'({", ".join(keys)})'
         return conn.execute(f'DELETE FROM {quote_identifier(self.table)} WHERE {target} IN '
-                            f'(SELECT {named} FROM temp.vllm_dr_judged WHERE e < :cutoff)', {'cutoff': cutoff}).rowcount
+                            f'(SELECT {named} FROM temp.vllm_dr_judged WHERE {epoch_of_raw_sql("r")} < :cutoff)', {'cutoff': cutoff}).rowcount
 
     def _check_no_writer(self) -> None:
         """Refuse to purge or replace the cache while a transaction is writing to it.
