@@ -29,7 +29,8 @@ except ImportError:
 
 # ARGV: n, n guard field names, then per key its kind and n expectations
 # (a cluster node's run of several slots, NODE_DELETE_SCRIPT, takes no KEYS: its ARGV
-# starts with the keys' count and the keys):
+# starts with the keys' count, the keys, the number of slots and the count of keys of
+# each slot, the keys of a slot side by side):
 #   hash    every guard field was present: the n values as they were read
 #   hash?   some were missing: '=' .. value, or '!' for a missing field
 #   string  the value as it was read, then n - 1 empty arguments
@@ -45,19 +46,27 @@ local function unless_wrongtype(reply)
   end
   return reply
 end
-local keys, at = KEYS, 1
+local function unlink(list)
+  for first = 1, #list, 1000 do
+    redis.call('UNLINK', unpack(list, first, math.min(first + 999, #list)))
+  end
+end
+local keys, at, slots = KEYS, 1, {#KEYS}
 local across = #KEYS == 0
 if across then
   keys = {}
   local count = tonumber(ARGV[1])
   for i = 1, count do keys[i] = ARGV[1 + i] end
   at = 2 + count
+  local runs = tonumber(ARGV[at])
+  for r = 1, runs do slots[r] = tonumber(ARGV[at + r]) end
+  at = at + 1 + runs
 end
 local n = tonumber(ARGV[at])
 local fields = {}
 for j = 1, n do fields[j] = ARGV[at + j] end
 local pcall = redis.pcall
-local kept, gone = {}, {}
+local kept, gone = {}, {}  -- positions kept; for each key, whether it goes
 at = at + 1 + n
 for i = 1, #keys do
   local key = keys[i]
@@ -91,18 +100,20 @@ for i = 1, #keys do
     end
   end
   at = at + 1 + n
-  if same then
-    gone[#gone + 1] = key
-  else
+  gone[i] = same
+  if not same then
     kept[#kept + 1] = i
   end
 end
-if across then
-  for i = 1, #gone do redis.call('UNLINK', gone[i]) end
-else
-  for first = 1, #gone, 1000 do
-    redis.call('UNLINK', unpack(gone, first, math.min(first + 999, #gone)))
+-- the keys that passed, one UNLINK per slot (several slots in one UNLINK are refused even here)
+local first = 1
+for r = 1, #slots do
+  local run = {}
+  for i = first, first + slots[r] - 1 do
+    if gone[i] then run[#run + 1] = keys[i] end
   end
+  unlink(run)
+  first = first + slots[r]
 end
 return kept
 """
@@ -111,7 +122,7 @@ return kept
 # flag lets it touch keys of several slots, as long as this node serves them all (a key
 # whose slot moved or is being migrated fails the run before anything is unlinked, and
 # its victims run again per slot, where the redirections are followed). An UNLINK of
-# keys of several slots is refused even then: the keys that passed go one by one.
+# keys of several slots is refused even then: the keys that passed go slot by slot.
 NODE_DELETE_SCRIPT = '#!lua flags=allow-cross-slot-keys\n' + DELETE_SCRIPT
 
 
@@ -153,7 +164,20 @@ def delete_args(guard_fields):
 
 
 class NodeGroup(list):
-    """Victims of several hash slots of one cluster node, deleted by one NODE_DELETE_SCRIPT run."""
+    """Victims of several hash slots of one cluster node, deleted by one NODE_DELETE_SCRIPT run: the slot groups'
+    entries side by side, ``sizes`` the number of entries of each."""
+
+    def __init__(self, slot_groups):
+        super().__init__(concatenated(slot_groups))
+        self.sizes = [len(group) for group in slot_groups]
+
+
+def node_args(args_for):
+    """The node delete script's ARGV for a NodeGroup: its slots' sizes, then what ``args_for`` gives any group."""
+    def args(group):
+        count, argv = args_for(group)
+        return 1 + len(group.sizes) + count, bulk(len(group.sizes)) + b''.join([bulk(size) for size in group.sizes]) + argv
+    return args
 
 
 def node_runs_failed(groups, replies) -> list:
@@ -210,6 +234,7 @@ class GuardedDeletes:
         self._routing = routing
         self._guard = guard
         self._args = delete_args(guard_fields)
+        self._node_args = node_args(self._args)
         self.in_flight = collections.deque()  # (slot groups, check answers) of the deletes sent, oldest first
 
     def send(self, victims) -> None:
@@ -220,12 +245,12 @@ class GuardedDeletes:
         be found out.
         """
         groups = self._routing.slot_groups(victims)
-        script = self._script
+        script, args = self._script, self._args
         if self._node_script is not None and len(groups) > 1:
-            groups, script = [NodeGroup(concatenated(groups))], self._node_script
+            groups, script, args = [NodeGroup(groups)], self._node_script, self._node_args
         checks = self._guard.checks() if self._guard is not None else []
         self.in_flight.append((groups, len(checks)))
-        script.send(self.connection, groups, self._args)
+        script.send(self.connection, groups, args)
         self.connection.send(checks)
 
     def settle_oldest(self, job) -> None:
