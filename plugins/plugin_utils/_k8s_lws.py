@@ -53,7 +53,8 @@ def _labels(obj: dict) -> dict:
 
 
 def _owned_by(obj: dict, kind: str, uids: set) -> bool:
-    return any(owner.get('kind') == kind and owner.get('uid') in uids for owner in _meta(obj).get('ownerReferences') or [])
+    return any(owner.get('kind') == kind and owner.get('uid') in uids
+               for owner in _meta(obj).get('ownerReferences') or [])
 
 
 def _int(value, default: int = 0) -> int:
@@ -101,7 +102,8 @@ def lws_owners(statefulsets: list, pods: list) -> list:
     """The names of the LeaderWorkerSets that own the pods, through the owner chain (a worker pod's StatefulSet is
     owned by its leader pod, the leader pod by the leader StatefulSet, that one by the LeaderWorkerSet), matched by
     uid; each once, in the order first met."""
-    objects = {_meta(obj).get('uid'): obj for obj in list(statefulsets or []) + list(pods or []) if _meta(obj).get('uid')}
+    objects = {_meta(obj).get('uid'): obj
+               for obj in list(statefulsets or []) + list(pods or []) if _meta(obj).get('uid')}
     names = []
     for pod in pods or []:
         current = pod
@@ -141,7 +143,8 @@ def groups(workload: dict, statefulsets: list, pods: list) -> list:
     revisions (every revision its pods run), problem (why not ready, in words, '' when ready)}]."""
     size, current = group_size(workload), current_revision(workload, statefulsets)
     leader_sts = leader_statefulset(workload, statefulsets)
-    leaders = [pod for pod in pods or [] if leader_sts and _owned_by(pod, 'StatefulSet', {_meta(leader_sts).get('uid')})]
+    leaders = [pod for pod in pods or []
+               if leader_sts and _owned_by(pod, 'StatefulSet', {_meta(leader_sts).get('uid')})]
     decided = []
     for leader in sorted(leaders, key=_position):
         name = _meta(leader).get('name')
@@ -241,14 +244,19 @@ def restart_problems(workload: dict, namespace: str) -> list:
     return []
 
 
+def restart_templates(workload: dict) -> list:
+    """The pod templates the restart annotates: the worker template, and the leader template when there is one
+    (else the worker template is the leaders' too)."""
+    if (((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}).get('leaderTemplate'):
+        return ['workerTemplate', 'leaderTemplate']
+    return ['workerTemplate']
+
+
 def restart_patch(workload: dict, stamp: str) -> dict:
     """The merge patch that restarts every group: `stamp` as the restartedAt annotation of the worker template, and
     of the leader template when there is one (else the worker template is the leaders' too)."""
     annotated = {'metadata': {'annotations': {RESTARTED: stamp}}}
-    templates = {'workerTemplate': annotated}
-    if ((workload.get('spec') or {}).get('leaderWorkerTemplate') or {}).get('leaderTemplate'):
-        templates['leaderTemplate'] = annotated
-    return {'spec': {'leaderWorkerTemplate': templates}}
+    return {'spec': {'leaderWorkerTemplate': {template: annotated for template in restart_templates(workload)}}}
 
 
 def _with_claims(template: dict, workload: dict) -> dict:
@@ -335,4 +343,6 @@ def leaderworkerset(workload: dict, statefulsets: list, pods: list, *, namespace
             'status': rollout_status(workload, group_list), 'paused': False,
             'restart_problems': restart_problems(workload, namespace),
             'restart': {'strategy': 'RollingUpdate', 'partition': kept or None,
-                        'stay_old': [pod for group in group_list if 0 <= group['index'] < kept for pod in group['pods']]}}
+                        'templates': restart_templates(workload),
+                        'stay_old': [pod for group in group_list if 0 <= group['index'] < kept
+                                     for pod in group['pods']]}}

@@ -162,7 +162,8 @@ def test_a_partition_is_refused_as_a_restart_that_would_leave_groups_stale():
         'LeaderWorkerSet vllm in namespace ns has rolloutStrategy partition 2, so its restart would leave groups 0..1 '
         'on the stale cache; set spec.rolloutStrategy.rollingUpdateConfiguration.partition to 0, then re-run']
     assert decided['restart']['stay_old'] == ['vllm-0', 'vllm-0-1', 'vllm-0-2', 'vllm-1', 'vllm-1-1', 'vllm-1-2']
-    assert facts(*objects())['restart'] == {'strategy': 'RollingUpdate', 'partition': None, 'stay_old': []}
+    assert facts(*objects())['restart'] == {'strategy': 'RollingUpdate', 'partition': None, 'stay_old': [],
+                                            'templates': ['workerTemplate']}
 
 
 def test_the_restart_annotates_the_leader_template_too_when_there_is_one():
