@@ -31,6 +31,16 @@ def judged(kube, namespace: str) -> dict:
     return model.leaderworkerset(workload, sets, pods, namespace=namespace)
 
 
+def a_group_down(kube, namespace: str) -> dict | None:
+    facts = judged(kube, namespace)
+    return facts if not all(group['ready'] for group in facts['groups']) else None
+
+
+def rolled(kube, namespace: str) -> dict | None:
+    facts = judged(kube, namespace)
+    return facts if facts['complete'] and not facts['old_pods'] else None
+
+
 @pytest.fixture
 def lws_lab(kwok, lws_controller, tmp_path):
     lab = Lab(str(tmp_path / 'lab'))
@@ -76,9 +86,7 @@ def test_the_restart_rolls_every_group_and_the_model_waits_for_each_as_a_whole(k
         try:
             patch = model.restart_patch(before, '2026-12-06T00:00:00Z')
             kwok.kubectl('-n', namespace, 'patch', 'leaderworkerset', 'vllm', '--type=merge', '-p', json.dumps(patch))
-            rolling = wait_for('a group to be taken down',
-                               lambda: (lambda facts: facts if not all(g['ready'] for g in facts['groups'])
-                                        else None)(judged(kwok, namespace)))
+            rolling = wait_for('a group to be taken down', lambda: a_group_down(kwok, namespace))
             assert rolling['complete'] is False
             down = [group for group in rolling['groups'] if not group['ready']]
             # maxUnavailable 1: one group at a time, judged as a whole (its leader pending, its workers not there)
@@ -87,9 +95,7 @@ def test_the_restart_rolls_every_group_and_the_model_waits_for_each_as_a_whole(k
             assert rolling['old_pods'], rolling
         finally:
             kwok.kubectl('uncordon', 'kwok-node-0', check=False)
-        done = wait_for('every group at the new revision',
-                        lambda: (lambda facts: facts if facts['complete'] and not facts['old_pods'] else None)(
-                            judged(kwok, namespace)), timeout=300)
+        done = wait_for('every group at the new revision', lambda: rolled(kwok, namespace), timeout=300)
         assert all(group['ready'] and group['updated'] for group in done['groups'])
         after = {pod['metadata']['name']: pod['metadata']['uid'] for pod in kwok.running_pods(namespace)}
         # the same names (stable per group and worker), every pod a new one
