@@ -21,11 +21,11 @@ description:
     RV(_value.problem), one line; nothing is guessed.
 options:
   _input:
-    description: The Deployment, as kubernetes.core.k8s_info returns it.
+    description: The workload (a Deployment, a StatefulSet), as kubernetes.core.k8s_info returns it.
     type: dict
     required: true
   pods:
-    description: The Deployment's running pods.
+    description: The workload's running pods.
     type: list
     elements: dict
     required: true
@@ -48,6 +48,12 @@ options:
         volume that holds the cache. Empty for beside the cache, C(<cache directory>/.vllm_dr_backups).
     type: str
     default: ''
+  kind:
+    description:
+      - The workload's kind, for the messages; a StatefulSet's C(volumeClaimTemplates) are the volumes of its pods
+        (a PersistentVolumeClaim per pod, every pod's own copy of the cache).
+    type: str
+    default: Deployment
 author:
   - inferops SRE (@inferops)
 """
@@ -110,8 +116,9 @@ _value:
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _cache_reach
 
 
-def cache_reach(deployment, pods, cache_path, container, method='exec', pod_backup_dir=''):
-    return _cache_reach(deployment, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '')
+def cache_reach(workload, pods, cache_path, container, method='exec', pod_backup_dir='', kind='Deployment'):
+    return _cache_reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '',
+                        kind=kind)
 
 
 class FilterModule:

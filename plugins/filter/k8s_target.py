@@ -19,7 +19,10 @@ description:
     resolved against the container's workingDir and the mount's subPath).
   - The preconditions of a change of the workload, one line each (paused, no running pod, a pod of the diagnosis
     replaced since, no room in a ResourceQuota for the restart's surge).
-  - Supported kinds (O(kind)) are C(Deployment). Another kind is refused in one line naming those supported.
+  - Supported kinds (O(kind)) are C(Deployment). Another kind is refused in one line naming those supported, and so
+    is a workload another resource controls (an operator's, such as KServe's InferenceService).
+  - With O(kind=auto) the kind is read from the running pods' owner chain (a pod of a ReplicaSet is a Deployment's);
+    pods of a kind not supported (a DaemonSet, a Job, a bare pod) are refused in one line (RV(_value.refused)).
 options:
   _input:
     description:
@@ -43,7 +46,7 @@ options:
     type: str
     required: true
   kind:
-    description: The workload's kind.
+    description: The workload's kind, or C(auto) to read it from the running pods' owner chain.
     type: str
     default: Deployment
   cache_path:
@@ -98,8 +101,27 @@ _value:
   type: dict
   contains:
     kind:
-      description: The workload's kind.
+      description: The workload's kind (with O(kind=auto), the one the running pods' owner chain names; none if none).
       type: str
+    api_version:
+      description: The API version of the kind (C(apps/v1)); none when the kind is not supported.
+      type: str
+    resource:
+      description: The kind's resource, plural (C(deployments)), as RBAC names it; none when the kind is not supported.
+      type: str
+    group:
+      description: The kind's API group (C(apps)), as RBAC names it; none when the kind is not supported.
+      type: str
+    refused:
+      description:
+        - None, or the one line why the runbook does not act on the workload (its kind is not supported, another
+          resource controls it).
+      type: str
+    restart:
+      description:
+        - How the kind's restart rolls out, C(strategy) (C(RollingUpdate), C(Recreate), C(OnDelete)), C(partition) (a
+          StatefulSet's, or none) and C(stay_old), the pods a restart leaves at their revision.
+      type: dict
     name:
       description: The workload's name, none unless it was found.
       type: str

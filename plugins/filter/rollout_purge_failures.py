@@ -26,9 +26,13 @@ options:
     elements: dict
     required: true
   deployment:
-    description: The Deployment's name, for the messages.
+    description: The workload's name, for the messages.
     type: str
     required: true
+  kind:
+    description: The workload's kind, for the messages.
+    type: str
+    default: Deployment
   namespace:
     description: The namespace, for the messages.
     type: str

@@ -5,14 +5,15 @@
 """Which pods the runbook must reach to read and purge the token cache, from the volume that holds it.
 
 The one place that decides it. The kind of volume tells how many copies of the cache there are:
-- shared: a volume every replica of the Deployment mounts (a PersistentVolumeClaim, a network file system): one copy,
+- shared: a volume every replica of the workload mounts (a PersistentVolumeClaim, a network file system): one copy,
   read and purged once, in the first pod.
 - per_node: a hostPath: one copy per node, read and purged in one pod of each node.
 - restart: the pod's own storage that dies with the pod (an emptyDir, a generic ephemeral volume, or no volume at all:
   the container's own file system). The restart replaces every pod and with it every copy: the restart is the purge,
   no exec is needed, and nothing that would survive the restart is deleted (so there is nothing to back up). The
   diagnosis still reads one copy, as evidence of what the restart discards.
-- per_pod: anything else (a CSI volume, a subPathExpr that may name a directory per pod): every pod, as before.
+- per_pod: a StatefulSet's volumeClaimTemplates volume (a PersistentVolumeClaim per pod: every pod's own copy), and
+  anything else (a CSI volume, a subPathExpr that may name a directory per pod): every pod, as before.
 Where the cache is (the path against workingDir, the mount that holds it, its subPath or subPathExpr) is resolved by
 module_utils/_cache_path.py, which the audit and dr_harden read too; with it this decides how the purge reaches the
 cache for the method asked (exec inside the container, the init container on the same subPath, the restart) and
@@ -49,14 +50,28 @@ def _strategy(resolved: dict, names: list, pods: list) -> tuple:
         return 'restart', names[:1], [], f'{kind} volume {volume} is gone with its pod at the restart'
     if kind in SHARED_KINDS:
         return 'shared', names[:1], names[:1], f'{kind} volume {volume} is the same for every replica: one copy'
+    if kind == 'volumeClaimTemplate':
+        return 'per_pod', names, names, (f'volume {volume} is a volumeClaimTemplates claim, a PersistentVolumeClaim per '
+                                         'pod: every pod holds its own copy')
     if kind == 'hostPath':
         per_node = _first_pod_per_node(pods)
         return 'per_node', per_node, per_node, f'hostPath volume {volume}: one copy per node'
     return 'per_pod', names, names, f'{kind} volume {volume}: every pod'
 
 
-def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: str, method: str = 'exec',
-                pod_backup_dir: str = '', mode: str = 'auto') -> dict:
+def _pod_spec(workload: dict) -> dict:
+    """The pod template's spec, with a StatefulSet's volumeClaimTemplates as the volumes its pods get (each pod its own
+    PersistentVolumeClaim, which takes the place of a template volume of the same name)."""
+    spec = dict(((workload.get('spec') or {}).get('template') or {}).get('spec') or {})
+    claims = [(claim.get('metadata') or {}).get('name') for claim in (workload.get('spec') or {}).get('volumeClaimTemplates') or []]
+    if claims:
+        spec['volumes'] = ([{'name': name, 'volumeClaimTemplate': {}} for name in claims]
+                           + [volume for volume in spec.get('volumes') or [] if volume.get('name') not in claims])
+    return spec
+
+
+def cache_reach(workload: dict, pods: list, cache_path: str, container_name: str, method: str = 'exec',
+                pod_backup_dir: str = '', mode: str = 'auto', kind: str = 'Deployment') -> dict:
     """{strategy, volume, kind, inspect, purge, reason, location, path_in_volume, where, init, backup_dir, problem}:
     the pod names to read the cache in and to purge it in, the path the container sees (location), the init
     container's volume mount and environment (init, for init_container), the backup directory inside the purging
@@ -64,9 +79,9 @@ def cache_reach(deployment: dict, pods: list, cache_path: str, container_name: s
 
     mode every_pod (vllm_dr_k8s_cache_reach) reads every pod's copy, and purges in every pod unless the cache is on
     the container's own file system (the restart purges it there); auto decides from the volume."""
-    spec = deployment.get('spec', {}).get('template', {}).get('spec', {})
+    spec = _pod_spec(workload)
     names = [pod['metadata']['name'] for pod in pods]
-    owner = 'Deployment %s' % deployment.get('metadata', {}).get('name', '?')
+    owner = '%s %s' % (kind, workload.get('metadata', {}).get('name', '?'))
     decided = {'strategy': 'unresolved', 'volume': None, 'kind': None, 'inspect': [], 'purge': [], 'reason': '',
                'location': None, 'path_in_volume': None, 'where': '', 'init': None, 'backup_dir': None,
                'problem': None}

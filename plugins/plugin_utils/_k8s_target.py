@@ -5,6 +5,9 @@
 
 The roles read the workload, the objects between it and its pods (a Deployment's ReplicaSets) and the pods, and hand
 them here as kubernetes.core.k8s_info returned them; they decide nothing themselves. The answer is:
+- the workload's kind, when the run does not name it (vllm_dr_k8s_kind auto): read from the running pods' owner chain;
+  a kind not supported (a DaemonSet, a Job, a bare pod) and a workload an operator's resource controls (KServe's
+  InferenceService) are refused in one line naming those supported;
 - the workload and its pods: the pods it owns through the owner chain (matched by uid, never by the selector alone),
   the running ones by name;
 - the rollout state: whether the rollout is finished, what the latest read of the workload says while a wait runs on
@@ -13,11 +16,25 @@ them here as kubernetes.core.k8s_info returned them; they decide nothing themsel
   plugin_utils/_cache_reach.py decides which pods hold a copy), when the cache is asked for;
 - the preconditions of a change of the workload, each one line the run stops on before its first change.
 
-Each workload kind is one function of KINDS, keyed by the kind the API server names; it knows how its kind owns its
-pods and when its rollout is finished. A kind not in KINDS is refused in one line naming those that are.
+How a kind plugs in: one entry of KINDS, keyed by the kind the API server names, a Kind of
+- facts(workload, owners, pods, *, namespace, quotas, limit_ranges) -> dict with pods (the workload's own pod objects,
+  running or not, in the order the purge visits them), old_pods (the names of those of an older revision that its
+  rollout still has to replace), complete and status (its rollout as `kubectl rollout status` judges it, and why not in
+  words), paused (a restart would never roll out), restart_problems (its own preconditions of a restart, one line
+  each: a Deployment's quota room for the surge) and restart (how its restart rolls: {strategy, partition, stay_old},
+  stay_old naming the pods a restart leaves at their revision, or none);
+- owners(owners, pods) -> the names of the workloads of the kind that own the running pods through `owners`;
+- api_version and resource (plural), for the reads, the patch and the permissions asked;
+- pod_controller: the kind of the pods' own controller (ReplicaSet for a Deployment), which names the kind from the
+  pods when the run does not (pod_label, when set, names it first: a label the kind puts on its pods);
+and one task file roles/k8s_target/tasks/kinds/<kind in lower case>.yml that reads the objects between the workload
+and its pods into _vllm_dr_k8s_kind_owners (none for a StatefulSet), plus one restart task file
+roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
 """
 
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import owner_names
@@ -29,13 +46,19 @@ def _meta(obj: dict) -> dict:
     return (obj or {}).get('metadata') or {}
 
 
+def controller(obj: dict) -> dict | None:
+    """The ownerReference of `obj` marked controller, or none."""
+    return next((owner for owner in _meta(obj).get('ownerReferences') or [] if owner.get('controller')), None)
+
+
 def deployment_owners(owners: list, pods: list) -> list:
     """The names of the Deployments that own the pods, through their ReplicaSets (`owners`)."""
     replicasets = owner_names(pods, 'ReplicaSet')
     return owner_names([rs for rs in owners if _meta(rs).get('name') in replicasets], 'Deployment')
 
 
-def deployment(workload: dict, owners: list, pods: list, namespace: str) -> dict:
+def deployment(workload: dict, owners: list, pods: list, *, namespace: str, quotas: list = (),
+               limit_ranges: list = ()) -> dict:
     """A Deployment: its pods through its ReplicaSets, its rollout finished as `kubectl rollout status` judges it
     (the latest spec observed, every wanted replica updated and available, no older one running), and its own
     preconditions of a restart (not paused, room in the namespace's quotas for the surge)."""
@@ -45,14 +68,82 @@ def deployment(workload: dict, owners: list, pods: list, namespace: str) -> dict
     if paused:
         restart.append(f'Deployment {name} in namespace {namespace} is paused, so its restart would never roll out; '
                        f'resume it (kubectl -n {namespace} rollout resume deployment/{name}), then re-run')
+    restart.extend(restart_room(workload, quotas, limit_ranges, namespace=namespace))
+    strategy = ((workload.get('spec') or {}).get('strategy') or {}).get('type') or 'RollingUpdate'
     return {'pods': deployment_pods(pods, owners, workload), 'old_pods': old_pods(pods, owners, workload),
             'complete': rollout_complete(workload), 'status': rollout_status(workload), 'paused': paused,
-            'restart_problems': restart}
+            'restart_problems': restart, 'restart': {'strategy': strategy, 'partition': None, 'stay_old': []}}
 
 
-# kind -> (the workload's facts: (workload, owners, pods, namespace) -> dict; the names of the workloads of the kind that
-# own the pods: (owners, pods) -> list)
-KINDS = {'Deployment': (deployment, deployment_owners)}
+# how a restart rolls, as a kind's facts say it: strategy, partition, stay_old, and for a wait on single pods the
+# update revision, the pods running and ready at it, and whether the controller observed the latest spec
+RESTART = {'strategy': None, 'partition': None, 'stay_old': [], 'update_revision': None, 'updated': [],
+           'observed': False}
+
+
+class Kind(NamedTuple):
+    facts: Callable
+    owners: Callable
+    api_version: str
+    resource: str
+    pod_controller: str
+    pod_label: str | None = None
+
+
+KINDS = {
+    'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet'),
+}
+
+
+def _supported() -> str:
+    return ', '.join(sorted(KINDS))
+
+
+def pod_kind(pod: dict) -> tuple[str | None, str]:
+    """(the workload kind that runs the pod, as its labels and controller name it, or none; what runs it, in words)."""
+    labels = _meta(pod).get('labels') or {}
+    for kind, spec in KINDS.items():
+        if spec.pod_label and spec.pod_label in labels:
+            return kind, f'{kind} {labels[spec.pod_label]}'
+    owner = controller(pod)
+    if owner is None:
+        return None, 'no controller (a bare pod)'
+    for kind, spec in KINDS.items():
+        if not spec.pod_label and owner.get('kind') == spec.pod_controller:
+            return kind, f"{owner.get('kind')} {owner.get('name')}"
+    return None, f"{owner.get('kind')} {owner.get('name')}"
+
+
+def kind_of(pods: list, *, namespace: str) -> dict:
+    """{kind, problem}: the workload kind of the running pods, read from their owner chain, or the one line why none
+    is (a kind not supported, or pods of several kinds)."""
+    running = running_pods(pods)
+    kinds, unsupported = {}, []
+    for pod in running:
+        kind, what = pod_kind(pod)
+        if kind is None:
+            unsupported.append(f'pod {_meta(pod).get("name")} is run by {what}')
+        else:
+            kinds.setdefault(kind, []).append(_meta(pod).get('name'))
+    if unsupported:
+        return {'kind': None, 'problem': f'{unsupported[0]} in namespace {namespace}, not a workload the runbook '
+                                         f'restarts; supported kinds: {_supported()}'}
+    if len(kinds) > 1:
+        named = '; '.join(f'{kind}: {", ".join(names)}' for kind, names in sorted(kinds.items()))
+        return {'kind': None, 'problem': f'the running pods in namespace {namespace} belong to workloads of several '
+                                         f'kinds ({named}); narrow vllm_dr_k8s_selector or set vllm_dr_k8s_kind'}
+    return {'kind': next(iter(kinds), None), 'problem': None}
+
+
+def managed_problem(workload: dict, kind: str, namespace: str) -> str | None:
+    """The one line that refuses a workload whose controller is another resource (an operator's, such as KServe's
+    InferenceService): the operator owns its pod template and would undo a change of it."""
+    owner = controller(workload)
+    if owner is None:
+        return None
+    return (f"{kind} {_meta(workload).get('name')} in namespace {namespace} is controlled by {owner.get('kind')} "
+            f"{owner.get('name')} ({owner.get('apiVersion')}), which would undo a change of it; the runbook restarts "
+            f'workloads no other resource controls, of kinds: {_supported()}')
 
 
 def _workload(read) -> tuple[str, dict | None]:
@@ -73,43 +164,64 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     """The target, from the workload's read (`read`: k8s_info's registered result, or the object), the objects between
     it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`).
 
-    Returns {kind, name, namespace, found, selected, workloads, pods, pod_uids, rollout, cache_reach, preconditions}:
+    Returns {kind, api_version, resource, group, name, namespace, found, selected, workloads, refused, pods, pod_uids, rollout,
+    restart, cache_reach, preconditions}:
+    - kind: `kind`, or with `kind` auto the kind the running pods' owner chain names (none when it names none);
+      api_version, resource (plural) and group (the API group, '' for the core one) of that kind, none when it is
+      not supported;
     - found: 'found', 'gone' (the read answered with nothing) or 'error' (the read failed, or nothing was read:
       `read` none finds the workload's name in `workloads`);
     - selected: how many of `pods` there are, and the names of the running ones (the selector's, before the owner
       chain narrows them); workloads: the names of the workloads of `kind` that own the running ones;
-    - pods: the names of the workload's own running pods (phase Running, not being deleted), in name order;
-      pod_uids: name -> uid of each;
+    - refused: none, or the one line why the runbook does not act on this workload (its kind is not supported, or
+      another resource controls it); it is among the preconditions too;
+    - pods: the names of the workload's own running pods (phase Running, not being deleted), in the order the kind
+      visits them (name order; ordinal order for a StatefulSet); pod_uids: name -> uid of each;
     - rollout: finished (complete, and no pod of an older revision among `pods`, terminating ones included),
       complete (the workload's status alone), old_pods (their names), paused, unfinished (a rollout to wait for
       before the pods are taken: not paused, and not complete or one of the running pods of an older revision),
       wait ('complete', 'progressing', 'gone' or 'error': what this read of the workload tells a rollout wait),
       status (why not finished, in words);
+    - restart: how the kind's restart rolls: strategy, partition (a StatefulSet's, or none), stay_old (the pods it
+      leaves at their revision);
     - cache_reach: where the token cache is and which pods hold a copy (None unless cache_path is given);
     - preconditions: every reason a change of the workload cannot run to its end, one line each.
     """
     found, workload = _workload(read)
     selected = running_pods(pods)
-    decided = {'kind': kind, 'name': None, 'namespace': namespace, 'found': found,
+    refused = None
+    if kind == 'auto':
+        detected = kind_of(pods, namespace=namespace)
+        kind, refused = detected['kind'], detected['problem']
+    spec = KINDS.get(kind)
+    decided = {'kind': kind, 'api_version': spec.api_version if spec else None,
+               'resource': spec.resource if spec else None,
+               'group': spec.api_version.rpartition('/')[0] if spec else None, 'name': None, 'namespace': namespace, 'found': found,
                'selected': {'count': len(pods or []), 'running': [_meta(pod).get('name') for pod in selected]},
-               'workloads': [], 'pods': [], 'pod_uids': {},
+               'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
                            'wait': found if found != 'found' else 'progressing', 'status': ''},
+               'restart': dict(RESTART),
                'cache_reach': None, 'preconditions': []}
-    if kind not in KINDS:
-        decided['preconditions'].append(f'workload kind {kind} is not supported; supported: {", ".join(sorted(KINDS))}')
+    if refused is None and kind is not None and spec is None:
+        decided['refused'] = f'workload kind {kind} is not supported; supported: {_supported()}'
+    if decided['refused'] or spec is None:
+        decided['preconditions'] = [decided['refused']] if decided['refused'] else []
         return decided
-    decided['workloads'] = KINDS[kind][1](list(owners or []), selected)
+    decided['workloads'] = spec.owners(list(owners or []), selected)
     if workload is None:
         decided['preconditions'].append(f'the {kind} is gone from namespace {namespace}; re-run to find the workload '
                                         'again')
         return decided
     name = _meta(workload).get('name')
-    facts = KINDS[kind][0](workload, list(owners or []), list(pods or []), namespace)
+    decided['refused'] = managed_problem(workload, kind, namespace)
+    facts = spec.facts(workload, list(owners or []), list(pods or []), namespace=namespace, quotas=quotas,
+                       limit_ranges=limit_ranges)
     running = running_pods(facts['pods'])
     finished = facts['complete'] and not facts['old_pods']
     decided.update(name=name, pods=[_meta(pod).get('name') for pod in running],
-                   pod_uids={_meta(pod).get('name'): _meta(pod).get('uid') for pod in running})
+                   pod_uids={_meta(pod).get('name'): _meta(pod).get('uid') for pod in running},
+                   restart=dict(RESTART, **facts['restart']))
     old_running = [pod for pod in facts['old_pods'] if pod in decided['pod_uids']]
     decided['rollout'] = {'finished': finished, 'complete': facts['complete'], 'old_pods': facts['old_pods'],
                           'paused': facts['paused'],
@@ -117,8 +229,9 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                           'wait': 'complete' if facts['complete'] else 'progressing', 'status': facts['status']}
     if cache_path is not None:
         decided['cache_reach'] = cache_reach(workload, running, cache_path, container, method=method,
-                                             pod_backup_dir=pod_backup_dir or '', mode=cache_reach_mode)
-    problems = list(facts['restart_problems'])
+                                             pod_backup_dir=pod_backup_dir or '', mode=cache_reach_mode, kind=kind)
+    problems = [decided['refused']] if decided['refused'] else []
+    problems.extend(facts['restart_problems'])
     where = f'{kind} {name} in namespace {namespace}'
     if not running:
         problems.append(f'{where} has no running pod; the cache cannot be reached, start the workload, then re-run')
@@ -127,7 +240,6 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
         problems.append(f'pod{"s" if len(gone) > 1 else ""} {", ".join(gone)} of {kind} {name} '
                         f'{"are" if len(gone) > 1 else "is"} no longer running (replaced since the diagnosis); '
                         're-run to reach the pods running now')
-    problems.extend(restart_room(workload, quotas, limit_ranges, namespace=namespace))
     decided['preconditions'] = problems
     return decided
 

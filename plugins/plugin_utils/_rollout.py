@@ -226,12 +226,13 @@ def _shown(amount: float, resource: str) -> str:
     return str(round(amount))
 
 
-def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str) -> list:
+def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str,
+                   kind: str = 'Deployment') -> list:
     """Why the purge inside the pods did not reach every pod, one line per pod, then what was done: [] when it did.
 
     `results` are the purge loop's results (item `<target>/<namespace>/<pod>`, the pod's inventory host), `pods` the pods of the namespace read after the
     loop. A pod no longer running (deleted, being deleted or replaced while the loop ran) is named as such; any other
-    failure keeps the module's own message.
+    failure keeps the module's own message. `deployment` is the workload's name, `kind` its kind.
     """
     # no module result from the pod (kubectl exec found no pod) leaves only module_stderr behind
     failed = [result for result in results or []
@@ -243,14 +244,14 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
     for result in failed:
         pod = str(result.get('item', '')).rsplit('/', 1)[-1]
         if pod not in running:
-            lines.append(f'pod {pod} of Deployment {deployment} in namespace {namespace} went away during the purge '
+            lines.append(f'pod {pod} of {kind} {deployment} in namespace {namespace} went away during the purge '
                          '(deleted or replaced), so its cache was not purged')
         else:
             message = str(result.get('msg') or 'no message').splitlines()[0]
-            lines.append(f'purging the token cache in pod {pod} of Deployment {deployment} failed: {message}')
+            lines.append(f'purging the token cache in pod {pod} of {kind} {deployment} failed: {message}')
     purged = len(results) - len(failed)
     lines.append(f'the cache was purged in {purged} other pod{"" if purged == 1 else "s"} (backups in {backup_dir}); '
-                 'sessions, the configuration and the Deployment were left as they were: re-run to purge the pods '
+                 f'sessions, the configuration and the {kind} were left as they were: re-run to purge the pods '
                  'running now')
     return lines
 

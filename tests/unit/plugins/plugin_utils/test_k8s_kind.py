@@ -1,0 +1,82 @@
+"""The workload's kind, read from the running pods' owner chain when the run does not name it, and the one line that
+refuses a kind the runbook does not restart or a workload another resource controls; one table row each."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, k8s_target
+
+
+def pod(name, owner_kind=None, owner_name='vllm-x', labels=None, phase='Running'):
+    meta = {'name': name, 'uid': f'uid-{name}', 'labels': labels or {}}
+    if owner_kind:
+        meta['ownerReferences'] = [{'apiVersion': 'apps/v1', 'kind': owner_kind, 'name': owner_name, 'uid': 'o1',
+                                    'controller': True}]
+    return {'metadata': meta, 'spec': {}, 'status': {'phase': phase}}
+
+
+SUPPORTED = ', '.join(sorted(KINDS))
+KIND_CASES = {
+    'a ReplicaSet\'s pods are a Deployment\'s': ([pod('a', 'ReplicaSet'), pod('b', 'ReplicaSet')], 'Deployment', None),
+    'a DaemonSet\'s pod is refused, naming what is supported': (
+        [pod('a', 'DaemonSet', 'node-agent')], None,
+        f'pod a is run by DaemonSet node-agent in namespace ns, not a workload the runbook restarts; '
+        f'supported kinds: {SUPPORTED}'),
+    'a Job\'s pod is refused': (
+        [pod('a', 'Job', 'warmup')], None,
+        f'pod a is run by Job warmup in namespace ns, not a workload the runbook restarts; supported kinds: {SUPPORTED}'),
+    'a bare pod is refused': (
+        [pod('a')], None,
+        f'pod a is run by no controller (a bare pod) in namespace ns, not a workload the runbook restarts; '
+        f'supported kinds: {SUPPORTED}'),
+    'a pod not running does not count': ([pod('a', 'ReplicaSet'), pod('b', 'DaemonSet', phase='Pending')],
+                                         'Deployment', None),
+    'no running pod names no kind': ([pod('b', 'DaemonSet', phase='Pending')], None, None),
+}
+
+
+@pytest.mark.parametrize('pods, kind, refused', KIND_CASES.values(), ids=KIND_CASES.keys())
+def test_auto_reads_the_kind_from_the_running_pods_owner_chain(pods, kind, refused):
+    target = k8s_target(None, [], pods, namespace='ns', kind='auto')
+    assert (target['kind'], target['refused']) == (kind, refused)
+    if refused:
+        assert target['preconditions'] == [refused]
+
+
+def test_pods_of_two_kinds_are_refused_naming_each():
+    pods = [pod('a', 'ReplicaSet'), pod('b', 'ReplicaSet')]
+    for kind in KINDS:
+        if kind != 'Deployment' and KINDS[kind].pod_label is None:
+            pods.append(pod('c', KINDS[kind].pod_controller))
+    if len(pods) == 2:
+        pytest.skip('one kind only')
+    target = k8s_target(None, [], pods, namespace='ns', kind='auto')
+    assert target['kind'] is None
+    assert target['refused'].startswith('the running pods in namespace ns belong to workloads of several kinds')
+
+
+def test_a_kind_named_that_is_not_supported_is_refused_in_one_line():
+    target = k8s_target(None, [], [pod('a', 'DaemonSet')], namespace='ns', kind='DaemonSet')
+    assert target['refused'] == f'workload kind DaemonSet is not supported; supported: {SUPPORTED}'
+    assert target['api_version'] is None
+
+
+def test_a_deployment_an_operator_controls_is_refused_before_any_change():
+    workload = {'metadata': {'name': 'llama-predictor', 'uid': 'd1', 'generation': 1,
+                             'ownerReferences': [{'apiVersion': 'serving.kserve.io/v1beta1',
+                                                  'kind': 'InferenceService', 'name': 'llama', 'uid': 'i1',
+                                                  'controller': True}]},
+                'spec': {'replicas': 1, 'template': {'spec': {'containers': [{'name': 'vllm'}]}}},
+                'status': {'observedGeneration': 1, 'replicas': 1, 'updatedReplicas': 1, 'availableReplicas': 1}}
+    target = k8s_target(workload, [], [], namespace='ns', kind='Deployment')
+    refusal = ('Deployment llama-predictor in namespace ns is controlled by InferenceService llama '
+               '(serving.kserve.io/v1beta1), which would undo a change of it; the runbook restarts workloads no '
+               f'other resource controls, of kinds: {SUPPORTED}')
+    assert target['refused'] == refusal
+    assert target['preconditions'][0] == refusal
+
+
+def test_the_kind_names_its_api_for_the_reads_and_the_permissions():
+    target = k8s_target(None, [], [pod('a', 'ReplicaSet')], namespace='ns', kind='auto')
+    assert (target['api_version'], target['resource'], target['group']) == ('apps/v1', 'deployments', 'apps')
