@@ -114,11 +114,13 @@ _value:
 """
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _cache_reach
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS
 
 
 def cache_reach(workload, pods, cache_path, container, method='exec', pod_backup_dir='', kind='Deployment'):
-    return _cache_reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '',
-                        kind=kind)
+    # a kind whose pods come from more than one template (a LeaderWorkerSet) has a reach of its own
+    reach = KINDS[kind].reach if kind in KINDS and KINDS[kind].reach else _cache_reach
+    return reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '', kind=kind)
 
 
 class FilterModule:

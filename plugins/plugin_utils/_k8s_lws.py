@@ -22,15 +22,13 @@ template) makes a new revision, which the controller rolls out group by group as
 (maxUnavailable and maxSurge, in groups). A partition above 0 keeps the groups below it at the old revision: the
 restart could not finish, so it is refused.
 
-The token cache lives in the leader only (vLLM's API server runs there) or in every pod of a group:
-vllm_dr_k8s_lws_cache_in says which (leader, all), or auto finds it from the pod templates: the workers hold a copy when
-the worker template's container mounts a volume at the cache's path (the leader template, or the worker template
-when there is none, decides the same for the leaders).
+The token cache lives in the leader only (vLLM's API server runs there) or in every pod of a group, as the pod
+templates say: the workers hold a copy when the worker template's container mounts a volume at the cache's path; the
+leaders always do (the leader template, or the worker template when there is none, says where).
 """
 
 from __future__ import annotations
 
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach
 
 KIND = 'LeaderWorkerSet'
@@ -40,7 +38,6 @@ GROUP_LABEL = LABEL + 'group-index'
 WORKER_LABEL = LABEL + 'worker-index'
 REVISION_LABEL = LABEL + 'template-revision-hash'
 RESTARTED = 'kubectl.kubernetes.io/restartedAt'
-CACHE_IN = ('auto', 'leader', 'all')
 _CHAIN_DEPTH = 4
 
 
@@ -259,55 +256,44 @@ def restart_patch(workload: dict, stamp: str) -> dict:
     return {'spec': {'leaderWorkerTemplate': {template: annotated for template in restart_templates(workload)}}}
 
 
-def _with_claims(template: dict, workload: dict) -> dict:
-    """The pod template with each of leaderWorkerTemplate.volumeClaimTemplates as a volume of its own kind (a claim
-    per pod, made by the StatefulSets): the pod template alone does not name them."""
+def _template_workload(workload: dict, role: str) -> dict:
+    """The pod template of `role` (leader or worker) shaped as a StatefulSet's spec, with leaderWorkerTemplate's
+    volumeClaimTemplates (a claim per pod, which the pod template alone does not name), for the cache reach."""
     claims = (((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}).get('volumeClaimTemplates') or []
-    spec = dict(template.get('spec') or {})
-    named = {volume.get('name') for volume in spec.get('volumes') or []}
-    spec['volumes'] = list(spec.get('volumes') or []) + [
-        {'name': _meta(claim).get('name'), 'volumeClaimTemplate': {}}
-        for claim in claims if _meta(claim).get('name') not in named]
-    return {'metadata': template.get('metadata') or {}, 'spec': spec}
+    return {'metadata': {'name': f'{_meta(workload).get("name")} ({role} template)'},
+            'spec': {'template': _template(workload, role), 'volumeClaimTemplates': claims}}
 
 
-def _mounts_cache(template: dict, container: str, cache_path: str, owner: str) -> bool:
-    try:
-        return resolve((template or {}).get('spec') or {}, container, cache_path, owner)['mount'] is not None
-    except CachePathError:
-        return False
+def holders(workload: dict, cache_path: str, container: str) -> tuple[str, str]:
+    """('leader' or 'all', why): whether the workers hold a copy of the cache too, from the worker template."""
+    worker = cache_reach(_template_workload(workload, 'worker'), [], cache_path, container, kind=KIND)
+    if worker['volume'] is not None:
+        return 'all', f'the worker template mounts volume {worker["volume"]} at the cache: every pod holds a copy'
+    return 'leader', 'the worker template mounts no volume at the cache: the leaders hold it'
 
 
-def holders(workload: dict, cache_path: str, container: str, cache_in: str = 'auto') -> tuple[str, str]:
-    """('leader' or 'all', why): whether the workers hold a copy of the cache too."""
+def _is_leader(pod: dict, workload: dict) -> bool:
+    """A leader pod: the StatefulSet that controls it is the leader one, named after the LeaderWorkerSet (a group's
+    worker StatefulSet is named after its leader pod)."""
+    return any(owner.get('kind') == 'StatefulSet' and owner.get('name') == _meta(workload).get('name')
+               for owner in _meta(pod).get('ownerReferences') or [])
+
+
+def lws_cache_reach(workload: dict, pods: list, cache_path: str, container: str, *, method: str = 'exec',
+                    pod_backup_dir: str = '', mode: str = 'auto', kind: str = KIND) -> dict:
+    """The cache reach (plugin_utils/_cache_reach.py's answer) over the pods that hold a copy: the leader pods among
+    `pods` (the LeaderWorkerSet's own running ones) against the leader template, and, when the workers hold one too,
+    the worker pods against the worker template; with holders ('leader' or 'all') and holders_reason. Read and purged
+    in the leaders first, then the workers."""
+    del kind
     name = _meta(workload).get('name')
-    if cache_in in ('leader', 'all'):
-        return cache_in, f'vllm_dr_k8s_lws_cache_in is {cache_in}'
-    worker = _with_claims(_template(workload, 'worker'), workload)
-    if _mounts_cache(worker, container, cache_path, f'the worker template of LeaderWorkerSet {name}'):
-        return 'all', f'the worker template mounts a volume at {cache_path}: every pod of a group holds a copy'
-    return 'leader', f'the worker template mounts nothing at {cache_path}: the leaders hold the cache'
-
-
-def lws_cache_reach(workload: dict, group_list: list, running: list, cache_path: str, container: str, *,
-                    method: str = 'exec', pod_backup_dir: str = '', mode: str = 'auto', cache_in: str = 'auto') -> dict:
-    """The cache reach (plugin_utils/_cache_reach.py's answer) over the pods that hold a copy: the leaders' running
-    pods against the leader template, and, when the workers hold one too, the workers' against the worker template;
-    plus holders ('leader' or 'all') and holders_reason. Read and purged in the leaders first, then the workers."""
-    name = _meta(workload).get('name')
-    if cache_in not in CACHE_IN:
-        return dict(cache_reach({}, [], cache_path, container, method='?'),
-                    problem=f'vllm_dr_k8s_lws_cache_in {cache_in} is not one of: {", ".join(CACHE_IN)}',
-                    holders=None, holders_reason='')
-    held_by, why = holders(workload, cache_path, container, cache_in)
-    by_name = {_meta(pod).get('name'): pod for pod in running}
-    leaders = [by_name[group['leader']] for group in group_list if group['leader'] in by_name]
-    workers = [by_name[pod] for group in group_list for pod in group['workers'] if pod in by_name]
+    held_by, why = holders(workload, cache_path, container)
+    leaders = [pod for pod in pods or [] if _is_leader(pod, workload)]
+    workers = [pod for pod in pods or [] if not _is_leader(pod, workload)]
     parts = [('leader', leaders)] + ([('worker', workers)] if held_by == 'all' else [])
-    reaches = [cache_reach({'metadata': {'name': f'{name} ({role} template)'},
-                            'spec': {'template': _with_claims(_template(workload, role), workload)}},
-                           pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir, mode=mode)
-               for role, pods in parts]
+    reaches = [cache_reach(_template_workload(workload, role), members, cache_path, container, method=method,
+                           pod_backup_dir=pod_backup_dir, mode=mode, kind=KIND)
+               for role, members in parts]
     decided = dict(reaches[0], holders=held_by, holders_reason=why)
     if method != 'exec':
         decided['problem'] = (f'vllm_dr_k8s_purge_method {method} is not supported for a LeaderWorkerSet; set it to '
@@ -319,8 +305,8 @@ def lws_cache_reach(workload: dict, group_list: list, running: list, cache_path:
         if not decided['problem'] and (worker['location'], worker['backup_dir']) != (decided['location'],
                                                                                      decided['backup_dir']):
             decided['problem'] = (f'the leader and worker templates of LeaderWorkerSet {name} put the cache at '
-                                  f'{decided["where"]} and {worker["where"]}; set vllm_dr_k8s_lws_cache_in to the '
-                                  'pods that hold the token cache (leader or all)')
+                                  f'{decided["where"]} and {worker["where"]}; mount its volume at the same path in '
+                                  'both templates, then re-run')
         decided['inspect'] = decided['inspect'] + worker['inspect']
         decided['purge'] = decided['purge'] + worker['purge']
         decided['reason'] = f"leaders: {decided['reason']}; workers: {worker['reason']}"

@@ -23,11 +23,19 @@ The manual procedure (the write-up's, over every pod): `kubectl logs` of every p
 token_cache.db` in each; vllm.yaml edited (`kubectl get configmap`, refresh_on_startup set, `kubectl apply`);
 `kubectl rollout restart` and `kubectl rollout status`; then `kubectl logs -l app=vllm` to check the new pods.
 Ends with one line: `100 replicas: X.XX× the 2-replica time, Y.YY× the manual baseline` (medians of the rounds).
+
+--kind lws: the workload is a LeaderWorkerSet (the lws controller runs on the bench's cluster, tests/harness/lws.py) of
+groups of 4 pods (100 replicas: 25 groups; 2 replicas: one group of 2), each pod with a claim of its own for the cache
+(volumeClaimTemplates), so every pod holds a copy, purged by an exec in it; its own directory is shown at the cache's
+path by pod_volume_python(). The groups roll a quarter at a time (maxUnavailable). The manual procedure removes the
+cache in every pod, restarts the groups by a template change (`kubectl patch`: a LeaderWorkerSet has no `rollout
+restart`) and waits with `kubectl wait` on its status. The line reads `100 replicas (lws): ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -48,6 +56,8 @@ sys.path.insert(0, os.path.join(ROOT, 'tests'))
 
 # pylint: disable=wrong-import-position
 from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, pod_directories, vllm_workload  # noqa: E402
+from harness.lws import (LwsController, LwsGatewayRuntime, delete_lws_workload, lws_ready,  # noqa: E402
+                         lws_vllm_workload, pod_volume_python)
 from lab.labctl import Lab  # noqa: E402
 
 PHASES = ('diagnose', 'purge', 'restart', 'validate')
@@ -110,7 +120,7 @@ def identity_kubeconfig(kube, namespace: str, work: str) -> str:
     return path
 
 
-def inventory(lab, namespace: str, kubeconfig: str, work: str) -> str:
+def inventory(lab, namespace: str, kubeconfig: str, work: str, extra: dict | None = None) -> str:
     host = lab.inventory(os.path.join(work, 'reports'))['all']['children']['vllm']['hosts']['lab']
     for key in ('vllm_dr_restart_command', 'vllm_dr_config_path', 'vllm_dr_log_path'):
         host.pop(key)
@@ -122,6 +132,7 @@ def inventory(lab, namespace: str, kubeconfig: str, work: str) -> str:
                  # relative: each pod's own directory (its container's workingDir); the backups, written before each
                  # purge, go to one directory of this machine (every name is unique), from which each is fetched
                  'vllm_dr_cache_path': CACHE, 'vllm_dr_k8s_pod_backup_dir': os.path.join(work, 'pod-backups')})
+    host.update(extra or {})
     path = os.path.join(work, 'inventory.yml')
     with open(path, 'w', encoding='utf-8') as handle:
         yaml.safe_dump({'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}, handle)
@@ -143,12 +154,13 @@ def log_phases(log_path: str, end: float) -> list:
     return starts + [('end', end)]
 
 
-def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str) -> list:
+def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str, extra: dict | None = None) -> list:
     log_path = os.path.join(work, 'ansible.log')
     env = dict(kube.env, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_LOG_PATH=log_path,
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'))
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
-                          inventory(lab, namespace, kubeconfig, work), os.path.join(ROOT, 'playbooks', 'dr_restore.yml')],
+                          inventory(lab, namespace, kubeconfig, work, extra),
+                          os.path.join(ROOT, 'playbooks', 'dr_restore.yml')],
                          capture_output=True, text=True, env=env, check=False)
     end = time.time()
     if out.returncode != 0:
@@ -233,6 +245,112 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
         lab.down()
 
 
+# --kind lws: the runbook on a LeaderWorkerSet, groups of a leader and workers, each pod with a claim of its own for the
+# cache (volumeClaimTemplates) that every pod's container mounts: every pod holds a copy, purged by an exec in it.
+LWS_GROUP_SIZE = 4
+LWS_ACCESS = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'Role',
+              'rules': [{'apiGroups': ['leaderworkerset.x-k8s.io'], 'resources': ['leaderworkersets'],
+                         'verbs': ['get', 'list', 'watch', 'patch']}]}
+
+
+def lws_shape(pods: int) -> tuple:
+    """(groups, size) for `pods` pods: groups of LWS_GROUP_SIZE, or one group of them all when fewer."""
+    return (pods // LWS_GROUP_SIZE, LWS_GROUP_SIZE) if pods >= LWS_GROUP_SIZE else (1, pods)
+
+
+def lws_documents(namespace: str, lab, pods: int, backups: str) -> list:
+    groups, size = lws_shape(pods)
+    # the rollout as a Deployment's default: a quarter of the groups at a time (at least one)
+    documents = lws_vllm_workload(namespace, lab, groups, size, cache_in='all',
+                                  max_unavailable=max(1, groups // 4), backups=backups)
+    extra = [doc for doc in workload_documents(namespace, lab, 1, 'emptyDir')
+             if doc['kind'] in ('ServiceAccount', 'RoleBinding')]
+    # the namespace's admin ClusterRole does not cover a custom resource: the LeaderWorkerSet's rights beside it
+    role = dict(LWS_ACCESS, metadata={'name': f'{IDENTITY}-lws', 'namespace': namespace})
+    binding = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'RoleBinding',
+               'metadata': {'name': f'{IDENTITY}-lws', 'namespace': namespace},
+               'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': f'{IDENTITY}-lws'},
+               'subjects': [{'kind': 'ServiceAccount', 'name': IDENTITY, 'namespace': namespace}]}
+    return documents + extra + [role, binding]
+
+
+def run_manual_lws(kube, namespace: str, kubeconfig: str, pods: int) -> list:
+    """The write-up's procedure over every pod of every group: each pod's logs, the cache removed in each pod, the
+    configuration edited, the groups restarted by a template change (a LeaderWorkerSet has no `rollout restart`) and
+    waited for by its status, then the new pods' logs."""
+    def kubectl(*args, stdin=None):
+        return kube.kubectl('-n', namespace, *args, stdin=stdin, kubeconfig=kubeconfig)
+    marks = [('diagnose', time.time())]
+    names = kubectl('get', 'pods', '-l', 'app=vllm', '-o', 'jsonpath={.items[*].metadata.name}').split()
+    errors = sum(len(re.findall(r'TokenRefreshError|Invalid token', kubectl('logs', pod, '-c', 'vllm')))
+                 for pod in names)
+    if not errors:
+        raise RuntimeError('manual procedure: no incident in the logs')
+    marks.append(('purge', time.time()))
+    for pod in names:
+        kubectl('exec', pod, '-c', 'vllm', '--', 'rm', '-f', CACHE)
+    config = json.loads(kubectl('get', 'configmap', 'vllm-config', '-o', 'json'))
+    document = yaml.safe_load(config['data']['vllm.yaml'])
+    document.setdefault('session_state_store', {})['refresh_on_startup'] = True
+    config['data']['vllm.yaml'] = yaml.safe_dump(document)
+    kubectl('apply', '-f', '-', stdin=json.dumps(config))
+    marks.append(('restart', time.time()))
+    stamp = datetime.utcnow().strftime('%Y-%m-%dT%H:%M:%SZ')
+    kubectl('patch', 'leaderworkerset', 'vllm', '--type=merge', '-p', json.dumps(
+        {'spec': {'leaderWorkerTemplate': {'workerTemplate': {'metadata': {'annotations': {
+            'kubectl.kubernetes.io/restartedAt': stamp}}}}}}))
+    generation = json.loads(kubectl('get', 'leaderworkerset', 'vllm', '-o', 'json'))['metadata']['generation']
+    groups, _size = lws_shape(pods)
+    for condition in (f'jsonpath={{.status.observedGeneration}}={generation}',
+                      f'jsonpath={{.status.updatedReplicas}}={groups}', f'jsonpath={{.status.readyReplicas}}={groups}',
+                      'condition=Available'):
+        kubectl('wait', 'leaderworkerset/vllm', f'--for={condition}', '--timeout=600s')
+    marks.append(('validate', time.time()))
+    kubectl('logs', '-l', 'app=vllm', '-c', 'vllm', f'--max-log-requests={pods}', '--prefix')
+    return marks + [('end', time.time())]
+
+
+def one_lws_run(kube, audit_log: str, base: str, pods: int, mode: str, keep_log=None) -> dict:
+    """One run of the runbook (or the manual procedure) on a fresh lab and a LeaderWorkerSet of `pods` pods."""
+    work = tempfile.mkdtemp(prefix=f'lws-{mode}-{pods}-', dir=base)
+    lab = Lab(os.path.join(work, 'lab'))
+    lab.up(sessions=3)
+    namespace = f'bench-{uuid.uuid4().hex[:8]}'
+    groups, size = lws_shape(pods)
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        lab.refresh(lab.state['service_session'])
+        backups = os.path.join(work, 'pod-backups')
+        os.makedirs(backups, mode=0o700)
+        kube.apply(*lws_documents(namespace, lab, pods, backups))
+        lws_ready(kube, namespace, groups, timeout=900)
+        pod_directories(kube, namespace, lab, work, 'per-pod')
+        kubeconfig = identity_kubeconfig(kube, namespace, work)
+        with LwsGatewayRuntime(kube, namespace, lab) as runtime:
+            runtime.pump_logs()
+            if mode == 'runbook':
+                # each pod's own directory at the cache's path (pod_volume_python), as its claim gives it
+                marks = run_runbook(kube, lab, namespace, kubeconfig, work, {
+                    'vllm_dr_k8s_python': pod_volume_python(work, os.path.dirname(lab.cache_path))})
+                if keep_log:
+                    shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
+            else:
+                marks = run_manual_lws(kube, namespace, kubeconfig, pods)
+        if runtime.errors:
+            raise RuntimeError(f'the gateway runtime failed: {runtime.errors}')
+        time.sleep(1)
+        seconds = {phase: stop - start for (phase, start), (_next, stop) in zip(marks, marks[1:])}
+        seconds['total'] = marks[-1][1] - marks[0][1]
+        calls = audit_counts(audit_log, namespace, marks)
+        calls['total'] = sum(calls.values())
+        return {'seconds': seconds, 'calls': calls}
+    finally:
+        delete_lws_workload(kube, namespace, groups, size)
+        lab.down()
+
+
 def median_of(runs: list, key: str) -> dict:
     return {column: statistics.median(run[key][column] for run in runs) for column in PHASES + ('total',)}
 
@@ -255,6 +373,9 @@ def main() -> int:
     parser.add_argument('--modes', default='runbook,manual', help='runbook, manual or both (default)')
     parser.add_argument('--json', help='also write the raw runs to this file')
     parser.add_argument('--logs', help="keep each runbook run's ansible log in this directory (<replicas>-<round>.log)")
+    parser.add_argument('--kind', choices=('deployment', 'lws'), default='deployment',
+                        help='the workload: a Deployment (default), or a LeaderWorkerSet of groups of 4 pods (lws: a '
+                             'claim per pod, every pod purged by an exec in it; --volume is not used)')
     args = parser.parse_args()
     counts = [int(value) for value in args.replicas.split(',')]
     modes = args.modes.split(',')
@@ -266,7 +387,9 @@ def main() -> int:
     os.environ['VLLM_DR_K8S_AUDIT_POLICY'] = policy
     results = {}
     try:
-        with KubeCluster(os.path.join(base, 'k8s')) as kube:
+        with KubeCluster(os.path.join(base, 'k8s')) as kube, contextlib.ExitStack() as stack:
+            if args.kind == 'lws':
+                stack.enter_context(LwsController(kube, os.path.join(base, 'lws')))
             audit_log = os.path.join(kube.state_dir, 'clusters', kube.name, 'logs', 'audit.log')
             if args.logs:
                 os.makedirs(args.logs, exist_ok=True)
@@ -274,7 +397,8 @@ def main() -> int:
                 for replicas in counts:
                     for mode in modes:
                         keep_log = os.path.join(args.logs, f'{replicas}-{round_ + 1}.log') if args.logs else None
-                        run = one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log)
+                        run = (one_lws_run(kube, audit_log, base, replicas, mode, keep_log) if args.kind == 'lws'
+                               else one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log))
                         results.setdefault((replicas, mode), []).append(run)
                         print(f'# {replicas} replicas, {mode}: '
                               + ', '.join(f'{c} {run["seconds"][c]:.2f} s ({run["calls"][c]})' for c in PHASES + ('total',)),
@@ -284,12 +408,13 @@ def main() -> int:
                                 json.dump({f'{r}:{m}': runs for (r, m), runs in results.items()}, handle, indent=1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(f'volume: {args.volume}; medians of {args.rounds} round(s); API calls from the audit log')
+    print(f'{"LeaderWorkerSet, groups of " + str(LWS_GROUP_SIZE) if args.kind == "lws" else "volume: " + args.volume}; '
+          f'medians of {args.rounds} round(s); API calls from the audit log')
     print_table(results)
     small, large = min(counts), max(counts)
     if (small, 'runbook') in results and (large, 'runbook') in results and (large, 'manual') in results:
         large_time = median_of(results[(large, 'runbook')], 'seconds')['total']
-        print(f'{large} replicas: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
+        print(f'{large} replicas{" (lws)" if args.kind == "lws" else ""}: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
               f'the {small}-replica time, {large_time / median_of(results[(large, "manual")], "seconds")["total"]:.2f}× '
               'the manual baseline')
     return 0

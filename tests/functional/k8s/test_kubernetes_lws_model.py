@@ -64,7 +64,7 @@ def test_the_model_finds_the_real_groups_and_the_pods_that_hold_the_cache(kwok, 
             for group in range(GROUPS)]
         assert (facts['complete'], facts['old_pods'], facts['restart_problems']) == (True, [], [])
         assert model.lws_owners(sets, pods) == ['vllm']
-        reach = model.lws_cache_reach(workload, facts['groups'], facts['pods'], CACHE, 'vllm')
+        reach = model.lws_cache_reach(workload, facts['pods'], CACHE, 'vllm')
         assert reach['problem'] is None, reach
         assert reach['holders'] == cache_in
         leaders = [f'vllm-{group}' for group in range(GROUPS)]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import copy
 
-import pytest
-
+from ansible_collections.inferops.vllm_dr.plugins.filter.cache_reach import cache_reach as cache_reach_filter
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _k8s_lws as lws
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target
 
 L = 'leaderworkerset.sigs.k8s.io/'
 CACHE = '/var/lib/vllm/token_cache.db'
@@ -176,7 +176,7 @@ def test_the_restart_annotates_the_leader_template_too_when_there_is_one():
 
 
 def reach(workload, sets, pods, **kwargs):
-    return lws.lws_cache_reach(workload, lws.groups(workload, sets, pods), pods, CACHE, 'vllm', **kwargs)
+    return lws.lws_cache_reach(workload, lws.lws_pods(workload, sets, pods), CACHE, 'vllm', **kwargs)
 
 
 def test_the_leaders_alone_hold_the_cache_when_the_worker_template_mounts_nothing_there():
@@ -186,7 +186,7 @@ def test_the_leaders_alone_hold_the_cache_when_the_worker_template_mounts_nothin
     assert decided['holders'] == 'leader'
     assert decided['strategy'] == 'per_node'
     assert decided['problem'] is None
-    assert 'the worker template mounts nothing at' in decided['reason']
+    assert decided['reason'].startswith('the worker template mounts no volume at the cache: the leaders hold it')
 
 
 def test_every_pod_of_a_group_holds_a_copy_when_the_worker_template_mounts_it():
@@ -207,22 +207,39 @@ def test_a_claim_per_pod_from_volume_claim_templates_is_purged_in_every_pod():
     assert len(decided['purge']) == 6
 
 
-def test_the_inventory_names_which_pods_hold_the_cache():
+def test_templates_that_put_the_cache_in_different_places_are_refused_in_one_line():
+    # a relative cache path, against each template's workingDir
+    worker, leader = template({'csi': {'driver': 'x'}}), template({'csi': {'driver': 'x'}})
+    worker['spec']['containers'][0]['volumeMounts'][-1]['mountPath'] = '/srv'
+    worker['spec']['containers'][0]['workingDir'] = '/srv'
+    leader['spec']['containers'][0]['workingDir'] = '/var/lib/vllm'
+    workload, sets, pods = objects(worker=worker, leader=leader)
+    decided = lws.lws_cache_reach(workload, lws.lws_pods(workload, sets, pods), 'token_cache.db', 'vllm')
+    assert decided['problem'] == (
+        'the leader and worker templates of LeaderWorkerSet vllm put the cache at /var/lib/vllm/token_cache.db (csi '
+        'volume vllm-data, token_cache.db in the volume) and /srv/token_cache.db (csi volume vllm-data, '
+        'token_cache.db in the volume); mount its volume at the same path in both templates, then re-run')
+
+
+def test_a_purge_method_that_patches_one_template_is_refused_in_one_line():
+    assert reach(*objects(), method='init_container')['problem'].startswith(
+        'vllm_dr_k8s_purge_method init_container is not supported for a LeaderWorkerSet; set it to exec')
+
+
+def test_the_target_model_reads_the_kind_from_the_pods_and_takes_the_groups():
     workload, sets, pods = objects(worker=template({'csi': {'driver': 'x'}}))
-    assert reach(workload, sets, pods, cache_in='leader')['purge'] == ['vllm-0', 'vllm-1']
-    workload, sets, pods = objects(worker=template(), leader=template({'csi': {'driver': 'x'}}))
-    decided = reach(workload, sets, pods, cache_in='all')
-    assert decided['holders'] == 'all'
-    # the worker template mounts nothing there: its copy is on the container's own file system, gone at the restart
-    assert decided['purge'] == ['vllm-0', 'vllm-1']
-    assert decided['inspect'] == ['vllm-0', 'vllm-1', 'vllm-0-1']
-    assert decided['problem'] is not None  # the two templates put the cache in different places
-
-
-@pytest.mark.parametrize(('kwargs', 'problem'), [
-    ({'cache_in': 'workers'}, 'vllm_dr_k8s_lws_cache_in workers is not one of: auto, leader, all'),
-    ({'method': 'init_container'}, 'vllm_dr_k8s_purge_method init_container is not supported for a LeaderWorkerSet; '
-                                   'set it to exec'),
-])
-def test_what_cannot_reach_the_cache_is_one_line(kwargs, problem):
-    assert reach(*objects(), **kwargs)['problem'].startswith(problem)
+    for item in pods:  # kwok's pods: running
+        item['spec'] = {}
+    # the pods' own controller is a StatefulSet: the LeaderWorkerSet's label names the kind
+    assert k8s_target(None, sets, pods, namespace='ns', kind='auto')['kind'] == 'LeaderWorkerSet'
+    target = k8s_target({'resources': [workload]}, sets, pods, namespace='ns', kind='auto', cache_path=CACHE)
+    assert (target['kind'], target['name'], target['api_version'], target['resource'], target['group']) == (
+        'LeaderWorkerSet', 'vllm', 'leaderworkerset.x-k8s.io/v1', 'leaderworkersets', 'leaderworkerset.x-k8s.io')
+    assert target['workloads'] == ['vllm']
+    assert target['pods'] == ['vllm-0', 'vllm-0-1', 'vllm-0-2', 'vllm-1', 'vllm-1-1', 'vllm-1-2']
+    assert target['rollout']['finished'] is True
+    assert target['cache_reach']['purge'] == ['vllm-0', 'vllm-1', 'vllm-0-1', 'vllm-0-2', 'vllm-1-1', 'vllm-1-2']
+    assert target['restart']['templates'] == ['workerTemplate']
+    # the rollback resolves the cache's place through the cache_reach filter, by the kind's own reach
+    place = cache_reach_filter(workload, [], CACHE, 'vllm', kind='LeaderWorkerSet')
+    assert (place['location'], place['problem']) == (CACHE, None)
