@@ -222,7 +222,8 @@ bench-lab: deps
 	$(BIN)/python tests/bench/bench_lab.py
 
 # dr_restore.yml at 2, 20 and 100 replicas on a kwok control plane of its own, against the write-up's manual
-# procedure: wall time and API calls per phase (BENCH_K8S_ARGS="--replicas 2,20 --rounds 3 --volume pvc" narrows it)
+# procedure: wall time and API calls per phase (BENCH_K8S_ARGS="--replicas 2,20 --rounds 3 --volume pvc" narrows it;
+# "--kind statefulset" measures a StatefulSet, a claim per pod)
 BENCH_K8S_ARGS ?=
 bench-k8s: deps
 	bash tools/k8s/build.sh >/dev/null

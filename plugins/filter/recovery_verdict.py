@@ -21,6 +21,9 @@ options:
         cache), C(sessions) (the report of M(inferops.vllm_dr.vllm_session_sweep)), C(probe) (the result of
         M(inferops.vllm_dr.vllm_refresh_probe), or a skipped task's result, or V(null)) and C(logs) (what
         P(inferops.vllm_dr.log_evidence#filter) found in the service log since the restore).
+      - Optionally C(restart_pending), the text of the record a run leaves on the target before its first change and
+        removes once the service restarted (V(null) when there is none). A record left behind by a run that was
+        stopped between the two needs the recovery, whose restart then runs even when nothing else is left to purge.
     type: dict
     required: true
   select:
@@ -61,6 +64,11 @@ _value:
     probe_classification:
       description: The probe's classification, V(not probed) when no probe ran.
       type: str
+    restart_pending:
+      description:
+        - The restart an earlier run left undone (C(run), C(since)), from the C(restart_pending) record; V(null) when
+          there is none. C(unknown) where a damaged record does not say.
+      type: dict
 """
 
 from ansible.errors import AnsibleFilterError

@@ -33,6 +33,11 @@ options:
     description: The workload's kind, for the messages.
     type: str
     default: Deployment
+  uids:
+    description:
+      - The pods' uids when the purge began, by name, for a kind whose pods keep their names when replaced (a
+        StatefulSet's); a pod purged that now runs with another uid, or not at all, was replaced during the purge.
+    type: dict
   namespace:
     description: The namespace, for the messages.
     type: str

@@ -9,6 +9,8 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 
 from __future__ import annotations
 
+import json
+
 NOT_PROBED = 'not probed'
 # A probe that was not made, or that the module skipped, says nothing about the refresh path.
 _NO_LIVE_PROBE = (NOT_PROBED, 'skipped')
@@ -19,14 +21,38 @@ def probe_classification(probe) -> str:
     return (probe or {}).get('classification', NOT_PROBED)
 
 
-def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str) -> list:
+def restart_pending(record) -> dict | None:
+    """The restart an earlier run left undone, from its record on the target (the text of restart-pending.json, or of
+    the workload's annotation; None when there is none): {'run', 'since'}.
+
+    A run writes the record before its first change and removes it once the service restarted; a run stopped between
+    the two (killed, its restart failed) leaves it, and the service still runs with what it loaded before the purge.
+    A record that does not parse still says that much: {'run': 'unknown', 'since': 'unknown'}.
+    """
+    if record is None or not str(record).strip():
+        return None
+    try:
+        parsed = json.loads(record)
+    except ValueError:
+        parsed = None
+    parsed = parsed if isinstance(parsed, dict) else {}
+    return {'run': str(parsed.get('run') or 'unknown'), 'since': str(parsed.get('since') or 'unknown')}
+
+
+def pending_reason(pending: dict) -> str:
+    return (f"run {pending['run']} changed the service at {pending['since']} and did not restart it: it still runs "
+            'with what it loaded before the purge')
+
+
+def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str, pending=None) -> list:
     """Every reason the restored state needs the recovery, one line each; empty when it needs none.
 
     `cache` is vllm_token_cache's inspection (the worst copy), `sessions` vllm_session_sweep's report,
     `probe` vllm_refresh_probe's result (None or a skipped result when no probe was made), `logs` the
-    log_evidence of the service log since the restore, `select` the sweep's selection rule.
+    log_evidence of the service log since the restore, `select` the sweep's selection rule, `pending` the restart
+    an earlier run left undone (restart_pending()).
     """
-    reasons = []
+    reasons = [pending_reason(pending)] if pending else []
     if cache['stale']:
         reasons.append(cache['stale_reason'])
     if cache['exists'] and cache['integrity'] != 'ok':
@@ -42,7 +68,7 @@ def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str
     return reasons
 
 
-def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str) -> list:
+def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str, pending=None) -> list:
     """The reasons for the recovery that the refresh probe did not make itself, one line each.
 
     What a repair may rest on when the probe says stale_token: a stale or damaged cache, sessions to sweep beyond
@@ -51,7 +77,7 @@ def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str) -
     The probe's own answer is never among them: one probe session rejected, or a probe that raced the service's
     own refresh, is not the incident.
     """
-    found = []
+    found = [pending_reason(pending)] if pending else []
     if cache['stale']:
         found.append(cache['stale_reason'])
     if cache['exists'] and cache['integrity'] != 'ok':
@@ -66,9 +92,12 @@ def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str) -
 
 
 def recovery_verdict(evidence: dict, select: str) -> dict:
-    """{'recovery_needed', 'reasons', 'evidence', 'probe_classification'} from the evidence dict (cache, sessions,
-    probe, logs): ``evidence`` is independent_evidence()."""
-    reasons = recovery_reasons(evidence['cache'], evidence['sessions'], evidence.get('probe'), evidence['logs'], select)
+    """{'recovery_needed', 'reasons', 'evidence', 'probe_classification', 'restart_pending'} from the evidence dict
+    (cache, sessions, probe, logs, and restart_pending: the record restart_pending() reads, if any): ``evidence`` in
+    the answer is independent_evidence(), ``restart_pending`` the restart an earlier run left undone (or None)."""
+    pending = restart_pending(evidence.get('restart_pending'))
+    reasons = recovery_reasons(evidence['cache'], evidence['sessions'], evidence.get('probe'), evidence['logs'], select,
+                               pending)
     return {'recovery_needed': bool(reasons), 'reasons': reasons,
-            'evidence': independent_evidence(evidence['cache'], evidence['sessions'], evidence['logs'], select),
-            'probe_classification': probe_classification(evidence.get('probe'))}
+            'evidence': independent_evidence(evidence['cache'], evidence['sessions'], evidence['logs'], select, pending),
+            'probe_classification': probe_classification(evidence.get('probe')), 'restart_pending': pending}

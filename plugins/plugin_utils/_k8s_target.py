@@ -43,6 +43,7 @@ from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach impo
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_lws import (
     NAME_LABEL, leaderworkerset, lws_cache_reach, lws_owners)
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import owner_names
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import statefulset, statefulset_owners
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
     config_map_problems, deployment_pods, old_pods, restart_room, rollout_complete, rollout_status, running_pods)
 
@@ -100,6 +101,7 @@ KINDS = {
     'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet'),
     'LeaderWorkerSet': Kind(leaderworkerset, lws_owners, 'leaderworkerset.x-k8s.io/v1', 'leaderworkersets',
                             'StatefulSet', NAME_LABEL, lws_cache_reach),
+    'StatefulSet': Kind(statefulset, statefulset_owners, 'apps/v1', 'statefulsets', 'StatefulSet'),
 }
 
 

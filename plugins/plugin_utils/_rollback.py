@@ -134,18 +134,20 @@ def _pod_namespaces(files: list, backup_dir: str) -> set:
 def target_mismatch(recorded, current: dict, files: list, *, backup_dir: str) -> str | None:
     """None when the run directory `backup_dir` was made for the target the rollback runs on, else the one line why not.
 
-    `recorded` is what the run wrote in <run>/target.json (cluster, namespace, deployment and the pods' uids), None
+    `recorded` is what the run wrote in <run>/target.json (cluster, namespace, kind, deployment: the workload's name,
+    and the pods' uids), None
     for a run directory made before runs recorded it: then the namespaces its pod directories name are the record.
-    `current` is the target now: cluster, namespace, deployment. `files` the backup files found under the directory.
+    `current` is the target now: cluster, namespace, kind, deployment (the workload's name). `files` the backup files found under the directory.
     """
-    here = f"Deployment {current.get('deployment')} in namespace {current.get('namespace')} of {current.get('cluster')}"
+    here = (f"{current.get('kind') or 'Deployment'} {current.get('deployment')} in namespace {current.get('namespace')} "
+            f"of {current.get('cluster')}")
     fix = ('give the backup directory of a run on this target, or run dr_rollback.yml against the target the run was '
            'made for')
     if recorded:
         for key in ('cluster', 'namespace', 'deployment'):
             if recorded.get(key) != current.get(key):
-                there = (f"Deployment {recorded.get('deployment')} in namespace {recorded.get('namespace')} of "
-                         f"{recorded.get('cluster')}")
+                there = (f"{recorded.get('kind') or 'Deployment'} {recorded.get('deployment')} in namespace "
+                         f"{recorded.get('namespace')} of {recorded.get('cluster')}")
                 return f'{backup_dir} holds the backups of {there}, not of {here} (its {key} differs); {fix}'
         return None
     others = sorted(_pod_namespaces(files, backup_dir) - {current.get('namespace')})

@@ -227,20 +227,30 @@ def _shown(amount: float, resource: str) -> str:
 
 
 def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str,
-                   kind: str = 'Deployment') -> list:
+                   kind: str = 'Deployment', uids: dict | None = None) -> list:
     """Why the purge inside the pods did not reach every pod, one line per pod, then what was done: [] when it did.
 
     `results` are the purge loop's results (item `<target>/<namespace>/<pod>`, the pod's inventory host), `pods` the pods of the namespace read after the
     loop. A pod no longer running (deleted, being deleted or replaced while the loop ran) is named as such; any other
     failure keeps the module's own message. `deployment` is the workload's name, `kind` its kind.
+    `uids` (name -> uid when the purge began) is given for a kind whose pods keep their names when replaced (a
+    StatefulSet's): a pod purged whose name now runs with another uid, or not at all, was replaced during the purge,
+    and whether its replacement started on the purged cache cannot be told.
     """
     # no module result from the pod (kubectl exec found no pod) leaves only module_stderr behind
     failed = [result for result in results or []
               if result.get('failed') or result.get('unreachable') or 'module_stderr' in result]
-    if not failed:
+    now = {_meta(pod).get('name'): _meta(pod).get('uid') for pod in running_pods(pods)}
+    replaced = [result for result in results or [] if result not in failed and uids
+                and str(result.get('item', '')).rsplit('/', 1)[-1] in uids
+                and now.get(str(result.get('item', '')).rsplit('/', 1)[-1])
+                != uids[str(result.get('item', '')).rsplit('/', 1)[-1]]]
+    if not failed and not replaced:
         return []
-    running = {_meta(pod).get('name') for pod in running_pods(pods)}
-    lines = []
+    running = set(now)
+    lines = [f"pod {str(result.get('item', '')).rsplit('/', 1)[-1]} of {kind} {deployment} in namespace {namespace} "
+             'was replaced during the purge (a new pod of that name, or none, runs now), so whether the new one '
+             'started on the purged cache cannot be told' for result in replaced]
     for result in failed:
         pod = str(result.get('item', '')).rsplit('/', 1)[-1]
         if pod not in running:
@@ -249,7 +259,7 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
         else:
             message = str(result.get('msg') or 'no message').splitlines()[0]
             lines.append(f'purging the token cache in pod {pod} of {kind} {deployment} failed: {message}')
-    purged = len(results) - len(failed)
+    purged = len(results) - len(failed) - len(replaced)
     lines.append(f'the cache was purged in {purged} other pod{"" if purged == 1 else "s"} (backups in {backup_dir}); '
                  f'sessions, the configuration and the {kind} were left as they were: re-run to purge the pods '
                  'running now')

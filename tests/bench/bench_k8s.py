@@ -23,13 +23,15 @@ The manual procedure (the write-up's, over every pod): `kubectl logs` of every p
 token_cache.db` in each; vllm.yaml edited (`kubectl get configmap`, refresh_on_startup set, `kubectl apply`);
 `kubectl rollout restart` and `kubectl rollout status`; then `kubectl logs -l app=vllm` to check the new pods.
 Ends with one line: `100 replicas: X.XX× the 2-replica time, Y.YY× the manual baseline` (medians of the rounds).
-
---kind lws: the workload is a LeaderWorkerSet (the lws controller runs on the bench's cluster, tests/harness/lws.py) of
-groups of 4 pods (100 replicas: 25 groups; 2 replicas: one group of 2), each pod with a claim of its own for the cache
-(volumeClaimTemplates), so every pod holds a copy, purged by an exec in it; its own directory is shown at the cache's
-path by pod_volume_python(). The groups roll a quarter at a time (maxUnavailable). The manual procedure removes the
-cache in every pod, restarts the groups by a template change (`kubectl patch`: a LeaderWorkerSet has no `rollout
-restart`) and waits with `kubectl wait` on its status. The line reads `100 replicas (lws): ...`.
+--kind statefulset: a `vllm` StatefulSet instead (tests/harness/k8s.py statefulset_workload: a PersistentVolumeClaim
+per pod from volumeClaimTemplates, one kwok Exec per pod, each pod's own copy of the cache at the path its container
+sees); the manual procedure is the same over every pod, with `kubectl rollout restart/status statefulset/vllm`, and
+the line reads `100 replicas (statefulset): ...`.
+--kind lws: a LeaderWorkerSet (the lws controller runs on the bench's cluster, tests/harness/lws.py) of groups of 4
+pods (100 replicas: 25 groups; 2 replicas: one group of 2), each pod with a claim of its own (volumeClaimTemplates)
+mounted by leader and workers, so every pod's copy is purged by an exec in it. The groups roll a quarter at a time.
+The manual procedure restarts the groups by a template change (`kubectl patch`: a LeaderWorkerSet has no `rollout
+restart`) and waits with `kubectl wait` on its status; the line reads `100 replicas (lws): ...`.
 """
 
 from __future__ import annotations
@@ -55,9 +57,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, 'tests'))
 
 # pylint: disable=wrong-import-position
-from harness.k8s import GatewayRuntime, KubeCluster, delete_workload, pod_directories, vllm_workload  # noqa: E402
+from harness.k8s import (GatewayRuntime, KubeCluster, delete_workload, pod_directories, pod_volume_python,  # noqa: E402
+                         statefulset_workload, vllm_workload)
 from harness.lws import (LwsController, LwsGatewayRuntime, delete_lws_workload, lws_ready,  # noqa: E402
-                         lws_vllm_workload, pod_volume_python)
+                         lws_vllm_workload)
 from lab.labctl import Lab  # noqa: E402
 
 PHASES = ('diagnose', 'purge', 'restart', 'validate')
@@ -90,10 +93,15 @@ class EmptyDirRuntime(GatewayRuntime):
         self.lab.start_gateway()
 
 
-def workload_documents(namespace: str, lab, replicas: int, volume: str) -> list:
-    # an emptyDir cache gets one kwok Exec per pod (pod_directories) instead of the namespace's one
-    documents = [doc for doc in vllm_workload(namespace, lab, replicas, cache_volume=volume)
-                 if not (volume == 'emptyDir' and doc['kind'] == 'ClusterExec')]
+def workload_documents(namespace: str, lab, replicas: int, volume: str, kind: str = 'deployment',
+                       work: str = '') -> list:
+    if kind == 'statefulset':
+        # a claim per pod (volumeClaimTemplates) and one kwok Exec per pod, made with the workload
+        documents = statefulset_workload(namespace, lab, work, replicas)[0]
+    else:
+        # an emptyDir cache gets one kwok Exec per pod (pod_directories) instead of the namespace's one
+        documents = [doc for doc in vllm_workload(namespace, lab, replicas, cache_volume=volume)
+                     if not (volume == 'emptyDir' and doc['kind'] == 'ClusterExec')]
     data_dir = os.path.dirname(lab.cache_path)
     for doc in documents:
         if doc['kind'] == 'Deployment':
@@ -120,7 +128,7 @@ def identity_kubeconfig(kube, namespace: str, work: str) -> str:
     return path
 
 
-def inventory(lab, namespace: str, kubeconfig: str, work: str, extra: dict | None = None) -> str:
+def inventory(lab, namespace: str, kubeconfig: str, work: str, kind: str = 'deployment') -> str:
     host = lab.inventory(os.path.join(work, 'reports'))['all']['children']['vllm']['hosts']['lab']
     for key in ('vllm_dr_restart_command', 'vllm_dr_config_path', 'vllm_dr_log_path'):
         host.pop(key)
@@ -132,7 +140,9 @@ def inventory(lab, namespace: str, kubeconfig: str, work: str, extra: dict | Non
                  # relative: each pod's own directory (its container's workingDir); the backups, written before each
                  # purge, go to one directory of this machine (every name is unique), from which each is fetched
                  'vllm_dr_cache_path': CACHE, 'vllm_dr_k8s_pod_backup_dir': os.path.join(work, 'pod-backups')})
-    host.update(extra or {})
+    if kind in ('statefulset', 'lws'):
+        # each pod's own claim at the path its container sees (harness.k8s.pod_volume_python)
+        host['vllm_dr_k8s_python'] = pod_volume_python(work, os.path.dirname(lab.cache_path))
     path = os.path.join(work, 'inventory.yml')
     with open(path, 'w', encoding='utf-8') as handle:
         yaml.safe_dump({'all': {'children': {'vllm': {'hosts': {'lab': host}}}}}, handle)
@@ -154,12 +164,12 @@ def log_phases(log_path: str, end: float) -> list:
     return starts + [('end', end)]
 
 
-def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str, extra: dict | None = None) -> list:
+def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str, kind: str = 'deployment') -> list:
     log_path = os.path.join(work, 'ansible.log')
     env = dict(kube.env, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_LOG_PATH=log_path,
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'))
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
-                          inventory(lab, namespace, kubeconfig, work, extra),
+                          inventory(lab, namespace, kubeconfig, work, kind),
                           os.path.join(ROOT, 'playbooks', 'dr_restore.yml')],
                          capture_output=True, text=True, env=env, check=False)
     end = time.time()
@@ -168,7 +178,7 @@ def run_runbook(kube, lab, namespace: str, kubeconfig: str, work: str, extra: di
     return log_phases(log_path, end)
 
 
-def run_manual(kube, namespace: str, kubeconfig: str, replicas: int) -> list:
+def run_manual(kube, namespace: str, kubeconfig: str, replicas: int, kind: str = 'deployment') -> list:
     def kubectl(*args, stdin=None):
         return kube.kubectl('-n', namespace, *args, stdin=stdin, kubeconfig=kubeconfig)
     marks = [('diagnose', time.time())]
@@ -185,8 +195,8 @@ def run_manual(kube, namespace: str, kubeconfig: str, replicas: int) -> list:
     config['data']['vllm.yaml'] = yaml.safe_dump(document)
     kubectl('apply', '-f', '-', stdin=json.dumps(config))
     marks.append(('restart', time.time()))
-    kubectl('rollout', 'restart', 'deployment/vllm')
-    kubectl('rollout', 'status', 'deployment/vllm', '--timeout=600s')
+    kubectl('rollout', 'restart', f'{kind}/vllm')
+    kubectl('rollout', 'status', f'{kind}/vllm', '--timeout=600s')
     marks.append(('validate', time.time()))
     kubectl('logs', '-l', 'app=vllm', '-c', 'vllm', f'--max-log-requests={replicas}', '--prefix')
     return marks + [('end', time.time())]
@@ -209,7 +219,17 @@ def audit_counts(audit_log: str, namespace: str, marks: list) -> dict:
     return counts
 
 
-def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str, keep_log=None) -> dict:
+def wait_statefulset(kube, namespace: str, replicas: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while len(kube.running_pods(namespace)) < replicas or \
+            (kube.get('statefulset', 'vllm', namespace).get('status') or {}).get('readyReplicas', 0) < replicas:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'StatefulSet vllm in {namespace}: not ready in {timeout} s')
+        time.sleep(1)
+
+
+def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: str, keep_log=None,
+            kind: str = 'deployment') -> dict:
     work = tempfile.mkdtemp(prefix=f'{mode}-{replicas}-', dir=base)
     lab = Lab(os.path.join(work, 'lab'))
     lab.up(sessions=3)
@@ -219,19 +239,23 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
         lab.rotate()
         lab.restore()
         lab.refresh(lab.state['service_session'])  # a refresh after the restore: the incident's error lines
-        kube.apply(*workload_documents(namespace, lab, replicas, volume))
-        kube.rollout_status(namespace, timeout='600s')
-        pod_directories(kube, namespace, lab, work, volume)
+        kube.apply(*workload_documents(namespace, lab, replicas, volume, kind, work))
+        if kind == 'statefulset':
+            wait_statefulset(kube, namespace, replicas)
+        else:
+            kube.rollout_status(namespace, timeout='600s')
+            pod_directories(kube, namespace, lab, work, volume)
         kubeconfig = identity_kubeconfig(kube, namespace, work)
-        runtime_class = EmptyDirRuntime if volume == 'emptyDir' else GatewayRuntime
+        # a StatefulSet's cache is on its pods' claims, which outlive the restart
+        runtime_class = EmptyDirRuntime if volume == 'emptyDir' and kind == 'deployment' else GatewayRuntime
         with runtime_class(kube, namespace, lab) as runtime:
             runtime.pump_logs()
             if mode == 'runbook':
-                marks = run_runbook(kube, lab, namespace, kubeconfig, work)
+                marks = run_runbook(kube, lab, namespace, kubeconfig, work, kind)
                 if keep_log:
                     shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
             else:
-                marks = run_manual(kube, namespace, kubeconfig, replicas)
+                marks = run_manual(kube, namespace, kubeconfig, replicas, kind)
         if runtime.errors:
             raise RuntimeError(f'the gateway runtime failed: {runtime.errors}')
         time.sleep(1)  # the audit log is written in batches
@@ -263,7 +287,7 @@ def lws_documents(namespace: str, lab, pods: int, backups: str) -> list:
     # the rollout as a Deployment's default: a quarter of the groups at a time (at least one)
     documents = lws_vllm_workload(namespace, lab, groups, size, cache_in='all',
                                   max_unavailable=max(1, groups // 4), backups=backups)
-    extra = [doc for doc in workload_documents(namespace, lab, 1, 'emptyDir')
+    extra = [doc for doc in workload_documents(namespace, lab, 1, 'emptyDir', 'deployment', '')
              if doc['kind'] in ('ServiceAccount', 'RoleBinding')]
     # the namespace's admin ClusterRole does not cover a custom resource: the LeaderWorkerSet's rights beside it
     role = dict(LWS_ACCESS, metadata={'name': f'{IDENTITY}-lws', 'namespace': namespace})
@@ -331,9 +355,7 @@ def one_lws_run(kube, audit_log: str, base: str, pods: int, mode: str, keep_log=
         with LwsGatewayRuntime(kube, namespace, lab) as runtime:
             runtime.pump_logs()
             if mode == 'runbook':
-                # each pod's own directory at the cache's path (pod_volume_python), as its claim gives it
-                marks = run_runbook(kube, lab, namespace, kubeconfig, work, {
-                    'vllm_dr_k8s_python': pod_volume_python(work, os.path.dirname(lab.cache_path))})
+                marks = run_runbook(kube, lab, namespace, kubeconfig, work, 'lws')
                 if keep_log:
                     shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
             else:
@@ -371,11 +393,12 @@ def main() -> int:
     parser.add_argument('--volume', choices=('emptyDir', 'pvc'), default='emptyDir',
                         help='the volume that holds the cache (default emptyDir: one per pod)')
     parser.add_argument('--modes', default='runbook,manual', help='runbook, manual or both (default)')
+    parser.add_argument('--kind', choices=('deployment', 'statefulset', 'lws'), default='deployment',
+                        help='the workload (default deployment); a statefulset has a claim per pod '
+                             '(volumeClaimTemplates), --volume does not apply to it; lws: a LeaderWorkerSet of '
+                             'groups of 4, a claim per pod')
     parser.add_argument('--json', help='also write the raw runs to this file')
     parser.add_argument('--logs', help="keep each runbook run's ansible log in this directory (<replicas>-<round>.log)")
-    parser.add_argument('--kind', choices=('deployment', 'lws'), default='deployment',
-                        help='the workload: a Deployment (default), or a LeaderWorkerSet of groups of 4 pods (lws: a '
-                             'claim per pod, every pod purged by an exec in it; --volume is not used)')
     args = parser.parse_args()
     counts = [int(value) for value in args.replicas.split(',')]
     modes = args.modes.split(',')
@@ -398,7 +421,7 @@ def main() -> int:
                     for mode in modes:
                         keep_log = os.path.join(args.logs, f'{replicas}-{round_ + 1}.log') if args.logs else None
                         run = (one_lws_run(kube, audit_log, base, replicas, mode, keep_log) if args.kind == 'lws'
-                               else one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log))
+                               else one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log, args.kind))
                         results.setdefault((replicas, mode), []).append(run)
                         print(f'# {replicas} replicas, {mode}: '
                               + ', '.join(f'{c} {run["seconds"][c]:.2f} s ({run["calls"][c]})' for c in PHASES + ('total',)),
@@ -408,13 +431,14 @@ def main() -> int:
                                 json.dump({f'{r}:{m}': runs for (r, m), runs in results.items()}, handle, indent=1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print(f'{"LeaderWorkerSet, groups of " + str(LWS_GROUP_SIZE) if args.kind == "lws" else "volume: " + args.volume}; '
-          f'medians of {args.rounds} round(s); API calls from the audit log')
+    where = 'volumeClaimTemplates (a claim per pod)' if args.kind in ('statefulset', 'lws') else args.volume
+    print(f'{args.kind}; volume: {where}; medians of {args.rounds} round(s); API calls from the audit log')
     print_table(results)
     small, large = min(counts), max(counts)
     if (small, 'runbook') in results and (large, 'runbook') in results and (large, 'manual') in results:
         large_time = median_of(results[(large, 'runbook')], 'seconds')['total']
-        print(f'{large} replicas{" (lws)" if args.kind == "lws" else ""}: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
+        label = f'{large} replicas' if args.kind == 'deployment' else f'{large} replicas ({args.kind})'
+        print(f'{label}: {large_time / median_of(results[(small, "runbook")], "seconds")["total"]:.2f}× '
               f'the {small}-replica time, {large_time / median_of(results[(large, "manual")], "seconds")["total"]:.2f}× '
               'the manual baseline')
     return 0

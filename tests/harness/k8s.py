@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -224,9 +225,83 @@ def pod_directories(kube: KubeCluster, namespace: str, lab, work: str, volume: s
     return directories
 
 
+def pod_volume_python(work: str, data_dir: str) -> str:
+    """The interpreter of a pod whose own volume is mounted at `data_dir`, as a container runtime gives it: kwok runs a
+    pod's `kubectl exec` in the pod's directory (its Exec's workDir), and this runs Python in a mount namespace of its
+    own with that directory bound over `data_dir`, so that the path the container sees is the pod's own copy. Needs
+    root (unshare, mount)."""
+    path = os.path.join(work, 'pod-python')
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write(f"""#!/bin/sh
+[ "$PWD" = '{data_dir}' ] && exec '{sys.executable}' "$@"
+exec unshare -m --propagation private sh -c 'mount --bind "$PWD" "$0" && exec "$@"' '{data_dir}' '{sys.executable}' "$@"
+""")
+    os.chmod(path, 0o755)
+    return path
+
+
+def statefulset_workload(namespace: str, lab, work: str, replicas: int = 2, strategy: str = 'RollingUpdate',
+                         partition: int | None = None) -> tuple[list, dict]:
+    """The incident's workload for `lab` as a `vllm` StatefulSet in `namespace`: the cache on a volumeClaimTemplates
+    claim (a PersistentVolumeClaim per pod, bound to a PersistentVolume of its own per ordinal), and one kwok Exec per
+    pod running its `kubectl exec` in that pod's own directory, a copy of the restored cache (ordinal 0's is the lab's
+    data directory, the one the gateway reads). The cache path is relative (token_cache.db), resolved against the
+    container's workingDir; pod_volume_python() is the interpreter that shows each pod its own directory there. The
+    claim is mounted a second time at <work>/pod-backups, the purge's backup directory on the cache's volume, one
+    directory of this machine for every pod (each backup's name is its own), from which each is fetched. Returns (the
+    documents, pod name -> its directory); the names are stable, so a pod that replaces one keeps its Exec and its
+    directory, as it keeps its claim.
+    """
+    data_dir = os.path.dirname(lab.cache_path)
+    documents = [doc for doc in vllm_workload(namespace, lab, replicas)
+                 if doc['kind'] not in ('PersistentVolume', 'PersistentVolumeClaim', 'Deployment', 'ClusterExec')]
+    deployment = next(doc for doc in vllm_workload(namespace, lab, replicas) if doc['kind'] == 'Deployment')
+    pod_spec = deployment['spec']['template']['spec']
+    pod_spec['volumes'] = [volume for volume in pod_spec['volumes'] if volume['name'] != 'vllm-data']
+    pod_spec['containers'][0]['workingDir'] = data_dir
+    pod_spec['containers'][0]['volumeMounts'].append({'name': 'vllm-data', 'mountPath': os.path.join(work, 'pod-backups')})
+    os.makedirs(os.path.join(work, 'pod-backups'), mode=0o700, exist_ok=True)
+    labels = {'app': 'vllm'}
+    update = {'type': strategy}
+    if strategy == 'RollingUpdate':
+        update['rollingUpdate'] = {'partition': partition or 0}
+    directories = {}
+    for index in range(replicas):
+        name = f'vllm-{index}'
+        directory = data_dir if index == 0 else os.path.join(work, 'pods', name)
+        if index:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            for path in glob.glob(lab.cache_path + '*'):
+                shutil.copy2(path, os.path.join(directory, os.path.basename(path)))
+        directories[name] = directory
+        documents += [
+            {'apiVersion': 'v1', 'kind': 'PersistentVolume', 'metadata': {'name': f'{namespace}-data-{index}'},
+             'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteOnce'], 'storageClassName': '',
+                      'hostPath': {'path': directory},
+                      'claimRef': {'namespace': namespace, 'name': f'vllm-data-{name}'}}},
+            {'apiVersion': 'kwok.x-k8s.io/v1alpha1', 'kind': 'Exec', 'metadata': {'name': name, 'namespace': namespace},
+             'spec': {'execs': [{'containers': ['vllm'], 'local': {'workDir': directory}}]}},
+        ]
+    documents.append(
+        {'apiVersion': 'apps/v1', 'kind': 'StatefulSet',
+         'metadata': {'name': 'vllm', 'namespace': namespace, 'labels': labels},
+         'spec': {'replicas': replicas, 'serviceName': 'vllm', 'selector': {'matchLabels': labels},
+                  'podManagementPolicy': 'Parallel', 'updateStrategy': update,
+                  'template': {'metadata': {'labels': labels}, 'spec': pod_spec},
+                  'volumeClaimTemplates': [{'metadata': {'name': 'vllm-data'},
+                                            'spec': {'accessModes': ['ReadWriteOnce'], 'storageClassName': '',
+                                                     'resources': {'requests': {'storage': '1Gi'}}}}]}})
+    return documents, directories
+
+
 def delete_workload(cluster: KubeCluster, namespace: str) -> None:
     cluster.kubectl('delete', 'namespace', namespace, '--wait=false', '--ignore-not-found', check=False)
     cluster.kubectl('delete', 'pv', f'{namespace}-data', '--wait=false', '--ignore-not-found', check=False)
+    # a StatefulSet's, one per ordinal
+    names = cluster.kubectl('get', 'pv', '-o', 'name', check=False) or ''
+    ordinals = [name for name in names.split() if name.startswith(f'persistentvolume/{namespace}-data-')]
+    if ordinals:
+        cluster.kubectl('delete', *ordinals, '--wait=false', '--ignore-not-found', check=False)
     cluster.kubectl('delete', 'clusterlogs', f'{namespace}-logs', '--ignore-not-found', check=False)
     cluster.kubectl('delete', 'clusterexec', f'{namespace}-exec', '--ignore-not-found', check=False)
 
@@ -236,8 +311,8 @@ class GatewayRuntime:
 
     - Container log: the gateway's log lines are copied into pod_log_path() in the CRI format
       (`<RFC 3339 time> stdout F <line>`), which is what kwok, like a kubelet, serves to `kubectl logs`.
-    - Restart: when the Deployment's pods change template (a rollout), the gateway is stopped as soon as the first
-      pod of the new ReplicaSet exists, vllm.yaml is written from the ConfigMap (what a configMap volume gives a new
+    - Restart: when the workload's pods change template (a rollout), the gateway is stopped as soon as the first
+      pod of the new ReplicaSet (a StatefulSet's: of the new revision) exists, vllm.yaml is written from the ConfigMap (what a configMap volume gives a new
       pod), and the gateway is started again.
     Polls every 0.2 s.
     """
@@ -276,7 +351,9 @@ class GatewayRuntime:
         if not pods:
             return None
         newest = max(pods, key=lambda pod: pod['metadata']['creationTimestamp'])
-        return newest['metadata']['labels'].get('pod-template-hash')
+        # a Deployment's pods carry their ReplicaSet's template hash, a StatefulSet's their revision
+        labels = newest['metadata']['labels']
+        return labels.get('pod-template-hash') or labels.get('controller-revision-hash')
 
     def _restart_gateway(self) -> None:
         # the gateway may have been restarted by labctl in another process (the drill's restore command): its pid is

@@ -29,7 +29,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -176,21 +175,6 @@ def lws_pod_names(groups: int, size: int, name: str = 'vllm') -> list:
             for pod in [f'{name}-{group}'] + [f'{name}-{group}-{worker}' for worker in range(1, size)]]
 
 
-def pod_volume_python(work: str, data_dir: str) -> str:
-    """The interpreter of a pod whose own volume is mounted at `data_dir`, as a container runtime gives it: kwok runs a
-    pod's `kubectl exec` in the pod's directory (its Exec's workDir), and this runs Python in a mount namespace of its
-    own with that directory bound over `data_dir`, so that the path the container sees is the pod's own copy. Needs
-    root (unshare, mount)."""
-    path = os.path.join(work, 'pod-python')
-    with open(path, 'w', encoding='utf-8') as handle:
-        handle.write(f"""#!/bin/sh
-[ "$PWD" = '{data_dir}' ] && exec '{sys.executable}' "$@"
-exec unshare -m --propagation private sh -c 'mount --bind "$PWD" "$0" && exec "$@"' '{data_dir}' '{sys.executable}' "$@"
-""")
-    os.chmod(path, 0o755)
-    return path
-
-
 def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache_in: str = 'all',
                       max_unavailable=1, max_surge=0, backups: str | None = None) -> list:
     """The incident's workload for `lab` as a LeaderWorkerSet `vllm` of `groups` groups of `size` pods, in `namespace`:
@@ -201,8 +185,8 @@ def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache
     (pod_directories() gives each pod its directory there). `cache_in` all: the worker template mounts the claim too,
     every pod holds a copy; leader: a leader template mounts it, the workers' does not. With `backups`, the claim is
     mounted there a second time: the purge's backup directory on the cache's volume, one directory of this machine for
-    every pod (each backup's name is its own), from which each is fetched (pod_volume_python() shows each pod its own
-    directory at the cache's path only).
+    every pod (each backup's name is its own), from which each is fetched (harness.k8s.pod_volume_python() shows each
+    pod its own directory at the cache's path only).
     """
     data_dir = os.path.dirname(lab.cache_path)
     kept = [copy.deepcopy(doc) for doc in vllm_workload(namespace, lab, cache_volume='emptyDir')

@@ -18,10 +18,9 @@ import uuid
 
 import pytest
 
-from harness.k8s import KubeError, pod_directories
+from harness.k8s import KubeError, pod_directories, pod_volume_python
 from harness.k8s_runbook import report, run
-from harness.lws import (LwsGatewayRuntime, delete_lws_workload, lws_pod_names, lws_ready, lws_vllm_workload,
-                         pod_volume_python)
+from harness.lws import LwsGatewayRuntime, delete_lws_workload, lws_pod_names, lws_ready, lws_vllm_workload
 from harness.playbooks import playbook
 from lab.labctl import Lab
 from conftest import Workload

@@ -16,11 +16,13 @@ from harness.k8s_runbook import RBAC, cluster_state
 from harness.playbooks import playbook
 from test_kubernetes_rollback_per_pod import backup_set
 
-# playbook -> its Roles in rbac.yml (namespace vllm, then Velero's), the extra vars it runs with
+# playbook -> its Roles in rbac.yml (namespace vllm: its own and its Deployment's, then Velero's), the extra vars it runs
+# with
 PLAYBOOKS = {
-    'dr_restore.yml': (['vllm-dr-restore'], ['vllm-dr-restores'], ('-e', 'vllm_dr_force=true')),
-    'dr_detect.yml': (['vllm-dr-detect'], ['vllm-dr-restores'], ()),
-    'dr_rollback.yml': (['vllm-dr-rollback'], [], ()),
+    'dr_restore.yml': (['vllm-dr-restore', 'vllm-dr-restore-deployment'], ['vllm-dr-restores'],
+                       ('-e', 'vllm_dr_force=true')),
+    'dr_detect.yml': (['vllm-dr-detect', 'vllm-dr-detect-deployment'], ['vllm-dr-restores'], ()),
+    'dr_rollback.yml': (['vllm-dr-rollback', 'vllm-dr-rollback-deployment'], [], ()),
     'dr_audit.yml': (['vllm-dr-audit'], ['vllm-dr-audit'], ()),
     'dr_harden.yml': (['vllm-dr-harden'], ['vllm-dr-harden'], ()),
 }

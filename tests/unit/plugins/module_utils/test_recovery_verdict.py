@@ -23,7 +23,7 @@ def evidence(cache=None, matched=0, probe='healthy', error_lines=0):
 
 def test_recovery_is_not_needed_when_every_piece_of_evidence_is_clean():
     assert recovery_verdict(evidence(), 'expired') == {'recovery_needed': False, 'reasons': [], 'evidence': [],
-                                                       'probe_classification': 'healthy'}
+                                                       'probe_classification': 'healthy', 'restart_pending': None}
 
 
 def test_a_stale_cache_needs_the_recovery_with_its_own_reason():
@@ -94,3 +94,24 @@ def test_evidence_counts_a_stale_cache_and_error_lines_about_other_sessions():
     found['logs']['other_session_lines'] = 4
     assert recovery_verdict(found, 'expired')['evidence'] == [
         'cache older than the restore', "4 token error lines in the service log about sessions other than the probe's"]
+
+
+def test_a_restart_an_earlier_run_left_undone_needs_the_recovery_and_counts_as_independent_evidence():
+    record = '{"run": "20261206T010000Z-lab-0123abcd", "since": "2026-12-06T01:00:02Z"}'
+    result = recovery_verdict(dict(evidence(), restart_pending=record), 'expired')
+    line = ('run 20261206T010000Z-lab-0123abcd changed the service at 2026-12-06T01:00:02Z and did not restart it: '
+            'it still runs with what it loaded before the purge')
+    assert result['recovery_needed'] and result['reasons'] == [line] and result['evidence'] == [line]
+    assert result['restart_pending'] == {'run': '20261206T010000Z-lab-0123abcd', 'since': '2026-12-06T01:00:02Z'}
+
+
+@pytest.mark.parametrize('record', ['{"run": "20261206T0', 'null', '[1, 2]', '{}'])
+def test_a_damaged_restart_record_still_needs_the_restart(record):
+    result = recovery_verdict(dict(evidence(), restart_pending=record), 'expired')
+    assert result['restart_pending'] == {'run': 'unknown', 'since': 'unknown'} and result['recovery_needed']
+
+
+@pytest.mark.parametrize('record', [None, '', ' \n'])
+def test_no_restart_record_needs_nothing(record):
+    result = recovery_verdict(dict(evidence(), restart_pending=record), 'expired')
+    assert result['restart_pending'] is None and not result['recovery_needed']

@@ -56,3 +56,18 @@ def test_a_failure_in_a_pod_still_running_keeps_the_modules_first_line():
     assert lines[0] == ('purging the token cache in pod a of Deployment vllm failed: '
                         'not an SQLite database: /data/token_cache.db')
     assert len(lines) == 2
+
+
+def test_a_statefulset_pod_replaced_under_its_name_during_the_loop_stops_the_run():
+    pods = [dict(pod('vllm-0'), metadata={'name': 'vllm-0', 'uid': 'u0'}),
+            dict(pod('vllm-1'), metadata={'name': 'vllm-1', 'uid': 'u1-new'})]
+    lines = purge_failures([purged('vllm-0'), purged('vllm-1')], pods, deployment='vllm', namespace='ns',
+                           backup_dir='/backups/run-1', kind='StatefulSet', uids={'vllm-0': 'u0', 'vllm-1': 'u1'})
+    assert lines == [
+        'pod vllm-1 of StatefulSet vllm in namespace ns was replaced during the purge (a new pod of that name, or '
+        'none, runs now), so whether the new one started on the purged cache cannot be told',
+        'the cache was purged in 1 other pod (backups in /backups/run-1); sessions, the configuration and the '
+        'StatefulSet were left as they were: re-run to purge the pods running now']
+    # the same pods, none replaced: no failure
+    assert purge_failures([purged('vllm-0')], pods[:1], deployment='vllm', namespace='ns', backup_dir='/b',
+                          kind='StatefulSet', uids={'vllm-0': 'u0'}) == []

@@ -1,0 +1,51 @@
+"""A re-run after a run that changed the target but never restarted it: the purge, the configuration edit and the
+sweep are done and there is nothing stale left on disk or in the store, but the service still runs with what it
+loaded before (its open token cache, its sessions), and the refresh probe says so. The re-run restarts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from harness.lab_runs import incident_lab
+from harness.playbooks import playbook
+from test_runbook import with_inventory
+
+
+@pytest.fixture
+def lab(tmp_path):
+    with incident_lab(tmp_path) as lab:
+        yield with_inventory(lab, tmp_path)
+
+
+def test_a_rerun_restarts_the_service_a_run_left_unrestarted(lab):
+    # the first run's restart fails: every change is made, the restart is not
+    rc, output = playbook(lab.inventory_path, 'dr_restore.yml',
+                          '-e', json.dumps({'vllm_dr_restart_command': 'false'}))
+    assert rc != 0, output[-3000:]
+    assert 'Restart the service with the configured command' in output
+    record = os.path.join(lab.inventory(None)['all']['children']['vllm']['hosts']['lab']['vllm_dr_backup_dir'],
+                          'restart-pending-lab.json')
+    with open(record, encoding='utf-8') as handle:
+        first_run = json.load(handle)['run']
+    lab.state = lab._load()  # pylint: disable=protected-access
+    gateway = lab.state['pids']['gateway']
+    assert lab.refresh('svc')[0] != 200, 'the service still runs with what it loaded before the purge'
+
+    rc, output = playbook(lab.inventory_path, 'dr_restore.yml')
+    assert rc == 0, output[-3000:]
+    pending = re.search(r'"msg": "run (\S+) changed the service at (\S+) and did not restart it: it still runs with '
+                        r'what it loaded before the purge"', output)
+    assert pending and pending.group(1) == first_run, output[-3000:]
+    lab.state = lab._load()  # pylint: disable=protected-access
+    assert lab.state['pids']['gateway'] != gateway
+    assert lab.refresh('svc')[0] == 200
+    assert not os.path.exists(record)
+
+    # and the run after that has nothing to do: no restart again
+    rc, output = playbook(lab.inventory_path, 'dr_restore.yml')
+    assert rc == 0, output[-3000:]
+    assert lab._load()['pids']['gateway'] == lab.state['pids']['gateway']  # pylint: disable=protected-access
