@@ -15,8 +15,8 @@ description:
     ReplicaSets), so that a canary on the same selector is never taken. Only pods in phase C(Running) not being deleted count.
   - The rollout is finished as C(kubectl rollout status) judges it (the latest spec observed, every wanted replica
     updated and available) and no pod of an older revision is left.
-  - With O(cache_path), the token cache's reach as P(inferops.vllm_dr.cache_reach#filter) decides it (the path
-    resolved against the container's workingDir and the mount's subPath).
+  - With O(cache_path), the token cache's reach, the pods the cache is read and purged in, from the volume that
+    holds it (the path resolved against the container's workingDir and the mount's subPath).
   - The preconditions of a change of the workload, one line each (paused, no running pod, a pod of the diagnosis
     replaced since, no room in a ResourceQuota for the restart's surge).
   - Supported kinds (O(kind)) are C(Deployment). Another kind is refused in one line naming those supported, and so
@@ -149,8 +149,51 @@ _value:
           C(progressing), C(gone) or C(error), what this read tells a rollout wait) and C(status) (why not finished).
       type: dict
     cache_reach:
-      description: As P(inferops.vllm_dr.cache_reach#filter) returns it; none without O(cache_path).
+      description: Which pods the token cache is read and purged in, from the volume that holds it; none without
+        O(cache_path).
       type: dict
+      contains:
+        strategy:
+          description: One of C(shared), C(per_node), C(restart), C(per_pod).
+          type: str
+        volume:
+          description: The name of the volume that holds the cache, none when it is on the container's file system.
+          type: str
+        kind:
+          description: The volume's kind (C(persistentVolumeClaim), C(emptyDir), ...).
+          type: str
+        inspect:
+          description: The names of the pods to read the cache in.
+          type: list
+          elements: str
+        purge:
+          description: The names of the pods to purge the cache in; empty for C(restart).
+          type: list
+          elements: str
+        reason:
+          description: One line that says why.
+          type: str
+        location:
+          description: The cache's absolute path inside the container.
+          type: str
+        path_in_volume:
+          description: The cache's path inside its volume (the subPath or subPathExpr joined to the rest); empty when
+            the volume itself is the file, none on the container's file system.
+          type: str
+        where:
+          description: The cache's place in words, for a report.
+          type: str
+        init:
+          description: For C(init_container), the init container's C(mount) (the same volume and subPath) and the
+            C(env) entries its subPathExpr reads.
+          type: dict
+        backup_dir:
+          description: The backup directory inside the purging container, on the cache's volume; none when nothing is
+            purged inside a container.
+          type: str
+        problem:
+          description: None, or the one line why the cache cannot be resolved or reached by O(method).
+          type: str
     preconditions:
       description: Every reason a change of the workload cannot run to its end, one line each.
       type: list

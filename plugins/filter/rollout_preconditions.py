@@ -96,11 +96,8 @@ _value:
   elements: str
 """
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
-
-
-def rollout_preconditions(deployment, pods, replicasets, config_maps, **options):
-    return purge_preconditions(deployment or None, pods, replicasets, config_maps, **options)
+# the name the roles call is inferops.vllm_dr._rollout_preconditions; this one stays until they all do
+from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import rollout_preconditions
 
 
 class FilterModule:

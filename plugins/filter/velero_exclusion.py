@@ -110,19 +110,8 @@ _value:
       type: bool
 """
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import VeleroError, exclusion_plan
-
-
-def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm', cache_path='', present=True,
-                     exclusions=('annotation', 'resource_policy'), policy_name='vllm-dr-token-cache',
-                     velero_namespace='velero', selector='app=vllm', deployment=''):
-    try:
-        return exclusion_plan(deployments, pvcs or [], config_maps or [], container, cache_path, present,
-                              list(exclusions), policy_name, velero_namespace, selector, deployment)
-    except VeleroError as exc:
-        raise AnsibleFilterError('velero_exclusion: %s' % exc) from exc
+# the name the roles call is inferops.vllm_dr._velero_exclusion; this one stays until they all do
+from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import velero_exclusion
 
 
 class FilterModule:

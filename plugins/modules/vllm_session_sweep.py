@@ -86,7 +86,9 @@ notes:
     soon as C(SCAN) names the keys. The module judges one batch while the server reads the next, a backup thread
     fsyncs the victims (several batches at once when the disk is slow), and a batch's delete is sent once its backup
     is durable. With the C(hiredis) Python library installed, replies are parsed several times faster.
-  - Redis Cluster primaries are swept in parallel; keys are grouped by hash slot for the server-side delete script.
+  - Redis Cluster primaries are swept in parallel; each batch of a primary is deleted by one run of the server-side
+    delete script (flagged C(allow-cross-slot-keys), Redis 7.0 and later, Valkey); a run the primary refuses (a slot
+    moved or being migrated) deletes nothing and is run again per hash slot, following the redirections.
   - An etcd session's lease is not restored; the session is put back without one.
 seealso:
   - module: inferops.vllm_dr.vllm_token_cache

@@ -12,7 +12,9 @@ import time
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import etcd_store as _etcd_store
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions import redis_partition as _redis_partition
 from ansible_collections.inferops.vllm_dr.plugins.modules import vllm_session_sweep
+from harness.backups import restorable
 from harness.modules import run_module
 from harness.servers import STORE_SERVERS, IdpServer, RedisClusterSet, RedisServer, SentinelServer, TlsFiles, tls_missing
 from harness.sessions import ETCD_PREFIX, PREFIX, dump_etcd, dump_redis, iso, seed_etcd, seed_redis, session
@@ -199,6 +201,74 @@ def test_cluster_sweeps_every_primary_and_restores(capsys, redis_cluster, tmp_pa
     restored = run(capsys, state='restored', backup_path=str(tmp_path / 'b.jsonl'), **args)
     assert restored['restored'] == 309
     assert {k: v for node in redis_cluster.nodes for k, v in dump_redis(node.client()).items()} == original
+
+
+def command_calls(node, name: str) -> int:
+    return node.client().info('commandstats').get(f'cmdstat_{name}', {}).get('calls', 0)
+
+
+def test_cluster_deletes_each_batch_of_a_primary_in_one_script_run(capsys, redis_cluster, tmp_path):
+    """A batch of a primary holds keys of hundreds of slots: one delete script run for all of them, not one per slot."""
+    client = redis_cluster.client()
+    client.flushall()
+    seed_redis(client, expired=900, valid=60)
+    for node in redis_cluster.nodes:
+        node.client().config_resetstat()
+    args = dict(backend='redis_cluster', login_host='127.0.0.1', login_port=redis_cluster.nodes[0].port, batch_size=100)
+    swept = run(capsys, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert swept['deleted'] == 900 and sum(node.client().dbsize() for node in redis_cluster.nodes) == 60
+    assert len(restorable(tmp_path / 'b.jsonl')) == 900
+    for node in redis_cluster.nodes:
+        runs, batches = command_calls(node, 'evalsha'), command_calls(node, 'scan')
+        assert 0 < runs <= batches, f'{node.port}: {runs} delete script runs for {batches} SCAN pages'
+
+
+def refresh_before_each_delete(monkeypatch, client, refreshed: list) -> None:
+    """The service refreshes the first judged (and backed up) session of each batch just before its delete is sent."""
+    real_delete = _redis_partition.RedisPartition.send_delete
+
+    def hooked(self, entries):
+        sid = entries[0].key.decode()[len(PREFIX):]
+        client.hset(entries[0].key, mapping=session(sid, iso(time.time() + 3600), generation=1))
+        refreshed.append(entries[0].key)
+        return real_delete(self, entries)
+
+    monkeypatch.setattr(_redis_partition.RedisPartition, 'send_delete', hooked)
+
+
+def test_cluster_keeps_a_session_refreshed_between_read_and_delete(capsys, redis_cluster, tmp_path, monkeypatch):
+    client = redis_cluster.client()
+    client.flushall()
+    seed_redis(client, expired=600)
+    refreshed = []
+    refresh_before_each_delete(monkeypatch, client, refreshed)
+    args = dict(backend='redis_cluster', login_host='127.0.0.1', login_port=redis_cluster.nodes[0].port, batch_size=100)
+    swept = run(capsys, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert swept['changed_during_sweep'] == len(refreshed) >= 3 and swept['deleted'] == 600 - len(refreshed)
+    for key in refreshed:
+        assert client.hget(key, 'refresh_token').endswith(b'-1-SECRET')
+    gone = restorable(tmp_path / 'b.jsonl')
+    assert len(gone) == swept['deleted'] and not set(gone) & set(refreshed)
+
+
+def test_cluster_sweep_survives_its_primaries_forgetting_their_scripts(capsys, redis_cluster, tmp_path, monkeypatch):
+    client = redis_cluster.client()
+    client.flushall()
+    seed_redis(client, expired=600, valid=30)
+    real_delete = _redis_partition.RedisPartition.send_delete
+    flushes = []
+
+    def flush_then_delete(self, entries):
+        # a restart or SCRIPT FLUSH between two batches: the next run answers NOSCRIPT
+        self.client.script_flush()
+        flushes.append(len(entries))
+        return real_delete(self, entries)
+
+    monkeypatch.setattr(_redis_partition.RedisPartition, 'send_delete', flush_then_delete)
+    args = dict(backend='redis_cluster', login_host='127.0.0.1', login_port=redis_cluster.nodes[0].port, batch_size=100)
+    swept = run(capsys, state='swept', backup_path=str(tmp_path / 'b.jsonl'), **args)
+    assert len(flushes) > 3 and swept['deleted'] == 600, swept.get('msg')
+    assert sum(node.client().dbsize() for node in redis_cluster.nodes) == 30
 
 
 def test_cluster_refuses_a_database_number(capsys, redis_cluster):

@@ -65,6 +65,7 @@ class ClusterRouter:
     """
 
     HOPS = 3
+    spans_slots = True  # a script's keys must share a slot, or its flags must allow several (see redis_deletes)
 
     def __init__(self, cluster_client, kwargs: dict):
         self._cluster = cluster_client

@@ -27,7 +27,10 @@ try:
 except ImportError:
     pass  # REDIS_IMPORT_ERROR says so when a store is opened
 
-# ARGV: n, n guard field names, then per key its kind and n expectations:
+# ARGV: n, n guard field names, then per key its kind and n expectations
+# (a cluster node's run of several slots, NODE_DELETE_SCRIPT, takes no KEYS: its ARGV
+# starts with the keys' count, the keys, the number of slots and the count of keys of
+# each slot, the keys of a slot side by side):
 #   hash    every guard field was present: the n values as they were read
 #   hash?   some were missing: '=' .. value, or '!' for a missing field
 #   string  the value as it was read, then n - 1 empty arguments
@@ -43,14 +46,30 @@ local function unless_wrongtype(reply)
   end
   return reply
 end
-local n = tonumber(ARGV[1])
+local function unlink(list)
+  for first = 1, #list, 1000 do
+    redis.call('UNLINK', unpack(list, first, math.min(first + 999, #list)))
+  end
+end
+local keys, at, slots = KEYS, 1, {#KEYS}
+local across = #KEYS == 0
+if across then
+  keys = {}
+  local count = tonumber(ARGV[1])
+  for i = 1, count do keys[i] = ARGV[1 + i] end
+  at = 2 + count
+  local runs = tonumber(ARGV[at])
+  for r = 1, runs do slots[r] = tonumber(ARGV[at + r]) end
+  at = at + 1 + runs
+end
+local n = tonumber(ARGV[at])
 local fields = {}
-for j = 1, n do fields[j] = ARGV[1 + j] end
+for j = 1, n do fields[j] = ARGV[at + j] end
 local pcall = redis.pcall
-local kept, gone = {}, {}
-local at = 2 + n
-for i = 1, #KEYS do
-  local key = KEYS[i]
+local kept, gone = {}, {}  -- positions kept; for each key, whether it goes
+at = at + 1 + n
+for i = 1, #keys do
+  local key = keys[i]
   local kind = ARGV[at]
   local same = false
   if kind == 'string' then
@@ -81,17 +100,30 @@ for i = 1, #KEYS do
     end
   end
   at = at + 1 + n
-  if same then
-    gone[#gone + 1] = key
-  else
+  gone[i] = same
+  if not same then
     kept[#kept + 1] = i
   end
 end
-for first = 1, #gone, 1000 do
-  redis.call('UNLINK', unpack(gone, first, math.min(first + 999, #gone)))
+-- the keys that passed, one UNLINK per slot (several slots in one UNLINK are refused even here)
+local first = 1
+for r = 1, #slots do
+  local run = {}
+  for i = first, first + slots[r] - 1 do
+    if gone[i] then run[#run + 1] = keys[i] end
+  end
+  unlink(run)
+  first = first + slots[r]
 end
 return kept
 """
+
+# The same script for a Redis Cluster node's victims of many hash slots in one run: its
+# flag lets it touch keys of several slots, as long as this node serves them all (a key
+# whose slot moved or is being migrated fails the run before anything is unlinked, and
+# its victims run again per slot, where the redirections are followed). An UNLINK of
+# keys of several slots is refused even then: the keys that passed go slot by slot.
+NODE_DELETE_SCRIPT = '#!lua flags=allow-cross-slot-keys\n' + DELETE_SCRIPT
 
 
 _MISSING = bulk(b'!')
@@ -131,6 +163,48 @@ def delete_args(guard_fields):
     return args_for
 
 
+class NodeGroup(list):
+    """Victims of several hash slots of one cluster node, deleted by one NODE_DELETE_SCRIPT run: the slot groups'
+    entries side by side, ``sizes`` the number of entries of each."""
+
+    def __init__(self, slot_groups):
+        super().__init__(concatenated(slot_groups))
+        self.sizes = [len(group) for group in slot_groups]
+
+
+def node_args(args_for):
+    """The node delete script's ARGV for a NodeGroup: its slots' sizes, then what ``args_for`` gives any group."""
+    def args(group):
+        count, argv = args_for(group)
+        return 1 + len(group.sizes) + count, bulk(len(group.sizes)) + b''.join([bulk(size) for size in group.sizes]) + argv
+    return args
+
+
+def node_runs_failed(groups, replies) -> list:
+    """The positions of the node runs the server refused (a slot moved or migrating, or the script lost): run per slot."""
+    return [index for index, (group, reply) in enumerate(zip(groups, replies))
+            if isinstance(group, NodeGroup) and isinstance(reply, Exception)]
+
+
+def per_slot_again(connection, script, node_script, slot_groups, args_for, groups, replies):
+    """(groups, replies) with each node run the server refused run again per slot on ``connection`` (nothing of it was
+    unlinked); no delete is in flight on it then. A node script the server lost is loaded again for the next runs."""
+    failed = node_runs_failed(groups, replies)
+    if any(is_noscript(replies[index]) for index in failed):
+        node_script.loaded = False
+        node_script.load(connection)
+    out_groups, out_replies = [], []
+    for index, (group, reply) in enumerate(zip(groups, replies)):
+        if index in failed:
+            slots = slot_groups(list(group))
+            out_groups.extend(slots)
+            out_replies.extend(script.run(connection, slots, args_for, raising=False))
+        else:
+            out_groups.append(group)
+            out_replies.append(reply)
+    return out_groups, out_replies
+
+
 def deleted(groups, replies):
     """(victims, [deleted?]) of a delete from the script's answers (kept positions), in slot-group order."""
     outcome = []
@@ -151,14 +225,16 @@ class GuardedDeletes:
     every delete, and a delete it does not confirm stops the sweep.
     """
 
-    def __init__(self, connection, script, client, location: str, routing, guard, guard_fields):
+    def __init__(self, connection, script, client, location: str, routing, guard, guard_fields, node_script=None):
         self.connection = connection
         self._script = script
+        self._node_script = node_script  # a cluster node's run of several slots (NODE_DELETE_SCRIPT), loaded
         self._client = client
         self._location = location
         self._routing = routing
         self._guard = guard
         self._args = delete_args(guard_fields)
+        self._node_args = node_args(self._args)
         self.in_flight = collections.deque()  # (slot groups, check answers) of the deletes sent, oldest first
 
     def send(self, victims) -> None:
@@ -169,9 +245,12 @@ class GuardedDeletes:
         be found out.
         """
         groups = self._routing.slot_groups(victims)
+        script, args = self._script, self._args
+        if self._node_script is not None and len(groups) > 1:
+            groups, script, args = [NodeGroup(groups)], self._node_script, self._node_args
         checks = self._guard.checks() if self._guard is not None else []
         self.in_flight.append((groups, len(checks)))
-        self._script.send(self.connection, groups, self._args)
+        script.send(self.connection, groups, args)
         self.connection.send(checks)
 
     def settle_oldest(self, job) -> None:
@@ -185,7 +264,7 @@ class GuardedDeletes:
         in_flight = self.in_flight
         groups, replies, answers = self._receive(in_flight[0])
         in_flight.popleft()
-        if in_flight and noscript_positions(replies):
+        if in_flight and (noscript_positions(replies) or node_runs_failed(groups, replies)):
             for later in list(in_flight):
                 later, more, more_answers = self._receive(later)
                 groups = groups + later
@@ -194,6 +273,9 @@ class GuardedDeletes:
             in_flight.clear()
         if self._guard is not None and not self._guard.confirmed(answers):
             self._stop_unconfirmed(job, groups, replies)
+        if node_runs_failed(groups, replies):
+            groups, replies = per_slot_again(self.connection, self._script, self._node_script, self._routing.slot_groups,
+                                             self._args, groups, replies)
         groups, replies = self._follow_redirected(job, groups, replies)
         lost = noscript_positions(replies)
         ran = [index for index, reply in enumerate(replies) if not isinstance(reply, Exception)]

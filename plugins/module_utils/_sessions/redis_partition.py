@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.errors import StoreError, describe_redis_error
-from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_deletes import DELETE_SCRIPT, GuardedDeletes, concatenated
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_deletes import (
+    DELETE_SCRIPT, NODE_DELETE_SCRIPT, GuardedDeletes, concatenated,
+)
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_reads import PipelinedReads
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_script import RedisScript, reply_or_raise
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._sessions.redis_wire import PipelinedConnection, bulk
@@ -92,6 +94,8 @@ class OneServerRouting:
     It answers what redis_cluster.ClusterRouter answers for a cluster.
     """
 
+    spans_slots = False  # no hash slots: a script may touch any key
+
     @staticmethod
     def slot_groups(entries) -> list:
         return [entries]
@@ -123,6 +127,8 @@ class RedisPartition(Partition):
         self.routing = routing or OneServerRouting()
         self.guard = guard
         self._delete = RedisScript(DELETE_SCRIPT)
+        # a cluster primary deletes a batch of many slots in one run
+        self._node_delete = RedisScript(NODE_DELETE_SCRIPT, keys_in_argv=True) if self.routing.spans_slots else None
         self._restore = RedisScript(RESTORE_SCRIPT)
         self._reads = self._deletes = None
 
@@ -159,9 +165,11 @@ class RedisPartition(Partition):
                 remover = self._connect()
                 connections.append(remover)
                 self._guarded(lambda: self._delete.load(remover))
+                if self._node_delete is not None:
+                    self._guarded(lambda: self._node_delete.load(remover))
             self._reads = PipelinedReads(reader, self.client, self.pattern, job.options, self.routing)
             self._deletes = GuardedDeletes(remover, self._delete, self.client, self.location, self.routing, self.guard,
-                                           job.options.guard_fields)
+                                           job.options.guard_fields, self._node_delete)
             try:
                 self._reads.start()
                 yield

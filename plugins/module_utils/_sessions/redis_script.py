@@ -55,13 +55,17 @@ class RedisScript:
     ``call`` runs it once on a redis-py client; ``load``, ``payload``, ``send``, ``run``
     and ``run_again`` run it per group of entries on a PipelinedConnection (``args_for(group)`` gives a
     group's ARGV already in the protocol: (count, bytes)). ``loaded`` tells whether this
-    instance sent SCRIPT LOAD already (one instance per server).
+    instance sent SCRIPT LOAD already (one instance per server). ``keys_in_argv``: the
+    group's keys are sent as ARGV (their count first, then the keys) and none as KEYS, for a
+    script whose flags let it touch the keys of several hash slots of one cluster node
+    (Redis Cluster refuses declared keys of several slots before the script starts).
     """
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, keys_in_argv: bool = False):
         self.source = source.encode('utf-8')
         self.sha = hashlib.sha1(self.source).hexdigest().encode('ascii')
         self.loaded = False
+        self.keys_in_argv = keys_in_argv
 
     def call(self, client, keys, args):
         """One run on ``client`` (EVALSHA, SCRIPT LOAD and again on NOSCRIPT): redis-py's Script does exactly that."""
@@ -73,7 +77,10 @@ class RedisScript:
         evalsha = bulk(b'EVALSHA') + bulk(self.sha)
         for group in groups:
             count, argv = args_for(group)
-            parts.append(array_header(3 + len(group) + count) + evalsha + bulk(len(group)))
+            if self.keys_in_argv:
+                parts.append(array_header(4 + len(group) + count) + evalsha + bulk(0) + bulk(len(group)))
+            else:
+                parts.append(array_header(3 + len(group) + count) + evalsha + bulk(len(group)))
             parts.append(bulks([entry.key for entry in group]))
             parts.append(argv)
         return b''.join(parts)

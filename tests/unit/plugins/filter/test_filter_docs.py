@@ -13,14 +13,19 @@ import pytest
 from ansible_collections.inferops.vllm_dr.plugins import filter as filter_package
 
 DIRECTORY = list(filter_package.__path__)[0]
-# every filter file of the collection, found as ansible-doc finds them: one module per file
+# every public filter file of the collection, found as ansible-doc finds them: one module per file; the private
+# module (__internal.py, its filters named _<name>) holds what only the collection's roles and playbooks call
 MODULES = tuple(importlib.import_module(f'{filter_package.__name__}.{name[:-3]}')
-                for name in sorted(os.listdir(DIRECTORY)) if name.endswith('.py') and name != '__init__.py')
+                for name in sorted(os.listdir(DIRECTORY)) if name.endswith('.py') and not name.startswith('_'))
 FILTERS = sorted(name for module in MODULES for name in module.FilterModule().filters())
+PUBLIC = {'k8s_target', 'log_evidence', 'recovery_verdict', 'rollout_status', 'validation_verdict', 'yaml_set'}
+# the names the Kubernetes task files still call until they call the private ones (_<name>)
+KUBERNETES_TASK_NAMES = {'missing_permissions', 'pod_hosts', 'rollout_api_error', 'rollout_preconditions',
+                         'rollout_purge_failures', 'velero_exclusion', 'velero_restored_at'}
 
 
 def test_every_filter_file_defines_filters():
-    assert len(MODULES) >= 20
+    assert set(FILTERS) == PUBLIC | KUBERNETES_TASK_NAMES
     for module in MODULES:
         assert module.FilterModule().filters(), module.__name__
 

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import file_digest
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._token_cache import (
-    TokenCache, TokenCacheError, expiry_epoch_sql, manage)
+    TokenCache, TokenCacheError, expiry_epoch_sql, expiry_raw_sql, manage)
 from harness.caches import WriteLockHolder, crash_after_write, expiring, make_cache, row_ids, set_mtime
 
 NOW = time.time()
@@ -175,6 +175,43 @@ def test_prune_removes_only_expired_rows_after_a_private_backup(tmp_path, cache_
     assert len(row_ids(backup)) == 11
     assert result['diff'] == {'before': {'files': [cache_path], 'rows': 11, 'expired_rows': 6},
                               'after': {'files': [cache_path], 'rows': 5, 'expired_rows': 0}}
+
+
+def test_prune_reads_each_expiry_once_for_its_count_and_its_delete(cache_path, monkeypatch):
+    """The expiry of a million rows is the costly part of a prune: read once, counted and deleted by row."""
+    make_cache(cache_path, mixed_rows())
+    statements = []
+    real_connect = TokenCache._connect
+
+    def traced(self, readonly):
+        conn = real_connect(self, readonly)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(TokenCache, '_connect', traced)
+    result = manage(TokenCache(cache_path), 'pruned', NOW)
+    assert result['removed_rows'] == 6 and result['rows'] == 11 and result['expired_rows'] == 6
+    assert result['malformed_rows'] == 2
+    expiry = expiry_raw_sql('expires_at')  # the costly part of expiry_epoch_sql
+    assert len([sql for sql in statements if expiry in sql]) == 1, statements
+
+
+@pytest.mark.parametrize('schema', [
+    'CREATE TABLE tokens (session_id TEXT PRIMARY KEY, access_token TEXT, refresh_token TEXT, expires_at) WITHOUT ROWID',
+    'CREATE TABLE tokens (session_id TEXT, access_token TEXT, refresh_token TEXT, expires_at, '
+    'PRIMARY KEY (session_id, access_token)) WITHOUT ROWID',
+    # a column that takes the name rowid, the same in every row: the rows are named by another alias of the rowid
+    'CREATE TABLE tokens (session_id TEXT, access_token TEXT, refresh_token TEXT, expires_at, rowid INTEGER DEFAULT 1)',
+], ids=['without-rowid', 'without-rowid-two-column-key', 'a-column-named-rowid'])
+def test_prune_names_the_rows_by_their_key_in_any_table(tmp_path, cache_path, schema):
+    conn = sqlite3.connect(cache_path, isolation_level=None)
+    conn.execute(schema)
+    conn.executemany('INSERT INTO tokens (session_id, access_token, refresh_token, expires_at) VALUES (?, ?, ?, ?)',
+                     [(sid, f'at-{sid}', f'rt-{sid}', expiry) for sid, expiry in mixed_rows()])
+    conn.close()
+    result = manage(TokenCache(cache_path), 'pruned', NOW)
+    assert result['removed_rows'] == 6 and len(row_ids(result['backup_files'][0])) == 11
+    assert row_ids(cache_path) == ['epoch-new', 'garbage', 'iso-offset-new', 'millis-new', 'null']
 
 
 def test_prune_vacuums_the_file(cache_path):

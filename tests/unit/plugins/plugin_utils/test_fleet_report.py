@@ -7,7 +7,7 @@ from xml.etree import ElementTree
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.inferops.vllm_dr.plugins.filter.fleet_report import fleet_report as fleet_filter
+from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import fleet_report as fleet_filter
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._fleet_report import (
     fleet_junit, fleet_markdown, fleet_report)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.inferops.vllm_dr.plugins.filter.cache_reach import cache_reach as cache_reach_filter
+from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import cache_reach as cache_reach_filter
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _k8s_lws as lws
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target
 
