@@ -196,12 +196,14 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
 def deleting_python(workload, pod: str, work) -> tuple:
     """The pods' interpreter (pod_volume_python) that deletes `pod` once the purge's first backup is written, in the
     loop's own step: (its path, the file it creates once `pod` is deleted). The loop visits the leaders first, so a
-    worker is still to come."""
+    worker is still to come. The node is cordoned first: the pod the controller makes again under the same name (and
+    its group's, RecreateGroupOnPodRestart) stays pending, so the purge cannot reach it."""
     python, deleted = workload.host['vllm_dr_k8s_python'], os.path.join(work, 'deleted')
     backups = workload.host['vllm_dr_k8s_pod_backup_dir']
-    kubectl = ' '.join(shlex.quote(part) for part in (
-        workload.kube.kubectl_path, '--kubeconfig', workload.kube.kubeconfig, '-n', workload.namespace, 'delete',
-        'pod', pod, '--grace-period=0', '--force'))
+    base = (workload.kube.kubectl_path, '--kubeconfig', workload.kube.kubeconfig)
+    kubectl = ' '.join(shlex.quote(part) for part in base + ('cordon', 'kwok-node-0')) + ' && ' + ' '.join(
+        shlex.quote(part) for part in base + ('-n', workload.namespace, 'delete', 'pod', pod, '--grace-period=0',
+                                              '--force'))
     script = os.path.join(work, 'deleting-python')
     with open(script, 'w', encoding='utf-8') as handle:
         handle.write(f'''#!/bin/sh
@@ -221,7 +223,10 @@ def test_a_pod_deleted_during_the_purge_is_named_and_the_rerun_completes(lws_all
     generation, config = workload.lws()['metadata']['generation'], workload.config_map()['data']
     python, deleted = deleting_python(workload, 'vllm-1-1', str(tmp_path))
     inventory = workload.write_inventory(vllm_dr_k8s_python=python)
-    rc, output = run(workload, inventory=inventory)
+    try:
+        rc, output = run(workload, inventory=inventory)
+    finally:
+        workload.kube.kubectl('uncordon', 'kwok-node-0', check=False)
     assert os.path.exists(deleted), output[-6000:]
     assert rc != 0, output[-6000:]
     assert re.search(rf'pod vllm-1-1 of LeaderWorkerSet vllm in namespace {workload.namespace} went away during the '
