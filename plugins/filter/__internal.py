@@ -21,7 +21,7 @@ from ansible_collections.inferops.vllm_dr.plugins.module_utils import _detection
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _fleet_report, _validation_metrics
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _reach
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import missing_permissions, pod_hosts
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollback import rollback_plan, target_mismatch
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import api_error, purge_failures
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._store_identity import store_sweeper as _sweeper
@@ -105,9 +105,10 @@ def rollback_target(recorded, current, files, backup_dir):
 
 def cache_reach(workload, pods, cache_path, container, method='exec', pod_backup_dir='', kind='Deployment'):
     """Where each copy of the token cache is reached (``plugin_utils/_cache_reach.py``); `kind` the workload's (a
-    StatefulSet's volumeClaimTemplates are its pods' volumes)."""
-    return _reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '',
-                  kind=kind)
+    StatefulSet's volumeClaimTemplates are its pods' volumes; a kind whose pods come from more than one template, a
+    LeaderWorkerSet, has a reach of its own in the target model's KINDS)."""
+    reach = KINDS[kind].reach if kind in KINDS and KINDS[kind].reach else _reach
+    return reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '', kind=kind)
 
 
 def rollout_preconditions(deployment, pods, replicasets, config_maps, **options):

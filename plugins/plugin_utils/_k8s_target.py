@@ -27,6 +27,9 @@ How a kind plugs in: one entry of KINDS, keyed by the kind the API server names,
 - api_version and resource (plural), for the reads, the patch and the permissions asked;
 - pod_controller: the kind of the pods' own controller (ReplicaSet for a Deployment), which names the kind from the
   pods when the run does not (pod_label, when set, names it first: a label the kind puts on its pods);
+- reach, when the kind's pods are not all made from one pod template (a LeaderWorkerSet's leaders and workers): its
+  own cache reach, (workload, running pods, cache_path, container, *, method, pod_backup_dir, mode, kind) -> the
+  answer of _cache_reach.cache_reach, which the other kinds use;
 and one task file roles/k8s_target/tasks/kinds/<kind in lower case>.yml that reads the objects between the workload
 and its pods into _vllm_dr_k8s_kind_owners (none for a StatefulSet), plus one restart task file
 roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
@@ -37,6 +40,8 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_lws import (
+    NAME_LABEL, leaderworkerset, lws_cache_reach, lws_owners)
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import owner_names
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import statefulset, statefulset_owners
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import (
@@ -89,10 +94,13 @@ class Kind(NamedTuple):
     resource: str
     pod_controller: str
     pod_label: str | None = None
+    reach: Callable | None = None
 
 
 KINDS = {
     'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet'),
+    'LeaderWorkerSet': Kind(leaderworkerset, lws_owners, 'leaderworkerset.x-k8s.io/v1', 'leaderworkersets',
+                            'StatefulSet', NAME_LABEL, lws_cache_reach),
     'StatefulSet': Kind(statefulset, statefulset_owners, 'apps/v1', 'statefulsets', 'StatefulSet'),
 }
 
@@ -230,8 +238,9 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                           'unfinished': not facts['paused'] and (not facts['complete'] or bool(old_running)),
                           'wait': 'complete' if facts['complete'] else 'progressing', 'status': facts['status']}
     if cache_path is not None:
-        decided['cache_reach'] = cache_reach(workload, running, cache_path, container, method=method,
-                                             pod_backup_dir=pod_backup_dir or '', mode=cache_reach_mode, kind=kind)
+        decided['cache_reach'] = (spec.reach or cache_reach)(workload, running, cache_path, container, method=method,
+                                                             pod_backup_dir=pod_backup_dir or '',
+                                                             mode=cache_reach_mode, kind=kind)
     problems = [decided['refused']] if decided['refused'] else []
     problems.extend(facts['restart_problems'])
     where = f'{kind} {name} in namespace {namespace}'

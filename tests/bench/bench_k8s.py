@@ -27,11 +27,17 @@ Ends with one line: `100 replicas: X.XX× the 2-replica time, Y.YY× the manual 
 per pod from volumeClaimTemplates, one kwok Exec per pod, each pod's own copy of the cache at the path its container
 sees); the manual procedure is the same over every pod, with `kubectl rollout restart/status statefulset/vllm`, and
 the line reads `100 replicas (statefulset): ...`.
+--kind lws: a LeaderWorkerSet (the lws controller runs on the bench's cluster, tests/harness/lws.py) of groups of 4
+pods (100 replicas: 25 groups; 2 replicas: one group of 2), each pod with a claim of its own (volumeClaimTemplates)
+mounted by leader and workers, so every pod's copy is purged by an exec in it. The groups roll a quarter at a time.
+The manual procedure restarts the groups by a template change (`kubectl patch`: a LeaderWorkerSet has no `rollout
+restart`) and waits with `kubectl wait` on its status; the line reads `100 replicas (lws): ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -53,6 +59,8 @@ sys.path.insert(0, os.path.join(ROOT, 'tests'))
 # pylint: disable=wrong-import-position
 from harness.k8s import (GatewayRuntime, KubeCluster, delete_workload, pod_directories, pod_volume_python,  # noqa: E402
                          statefulset_workload, vllm_workload)
+from harness.lws import (LwsController, LwsGatewayRuntime, delete_lws_workload, lws_ready,  # noqa: E402
+                         lws_vllm_workload)
 from lab.labctl import Lab  # noqa: E402
 
 PHASES = ('diagnose', 'purge', 'restart', 'validate')
@@ -132,7 +140,7 @@ def inventory(lab, namespace: str, kubeconfig: str, work: str, kind: str = 'depl
                  # relative: each pod's own directory (its container's workingDir); the backups, written before each
                  # purge, go to one directory of this machine (every name is unique), from which each is fetched
                  'vllm_dr_cache_path': CACHE, 'vllm_dr_k8s_pod_backup_dir': os.path.join(work, 'pod-backups')})
-    if kind == 'statefulset':
+    if kind in ('statefulset', 'lws'):
         # each pod's own claim at the path its container sees (harness.k8s.pod_volume_python)
         host['vllm_dr_k8s_python'] = pod_volume_python(work, os.path.dirname(lab.cache_path))
     path = os.path.join(work, 'inventory.yml')
@@ -261,6 +269,110 @@ def one_run(kube, audit_log: str, base: str, replicas: int, volume: str, mode: s
         lab.down()
 
 
+# --kind lws: the runbook on a LeaderWorkerSet, groups of a leader and workers, each pod with a claim of its own for the
+# cache (volumeClaimTemplates) that every pod's container mounts: every pod holds a copy, purged by an exec in it.
+LWS_GROUP_SIZE = 4
+LWS_ACCESS = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'Role',
+              'rules': [{'apiGroups': ['leaderworkerset.x-k8s.io'], 'resources': ['leaderworkersets'],
+                         'verbs': ['get', 'list', 'watch', 'patch']}]}
+
+
+def lws_shape(pods: int) -> tuple:
+    """(groups, size) for `pods` pods: groups of LWS_GROUP_SIZE, or one group of them all when fewer."""
+    return (pods // LWS_GROUP_SIZE, LWS_GROUP_SIZE) if pods >= LWS_GROUP_SIZE else (1, pods)
+
+
+def lws_documents(namespace: str, lab, pods: int, backups: str) -> list:
+    groups, size = lws_shape(pods)
+    # the rollout as a Deployment's default: a quarter of the groups at a time (at least one)
+    documents = lws_vllm_workload(namespace, lab, groups, size, cache_in='all',
+                                  max_unavailable=max(1, groups // 4), backups=backups)
+    extra = [doc for doc in workload_documents(namespace, lab, 1, 'emptyDir', 'deployment', '')
+             if doc['kind'] in ('ServiceAccount', 'RoleBinding')]
+    # the namespace's admin ClusterRole does not cover a custom resource: the LeaderWorkerSet's rights beside it
+    role = dict(LWS_ACCESS, metadata={'name': f'{IDENTITY}-lws', 'namespace': namespace})
+    binding = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'RoleBinding',
+               'metadata': {'name': f'{IDENTITY}-lws', 'namespace': namespace},
+               'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': f'{IDENTITY}-lws'},
+               'subjects': [{'kind': 'ServiceAccount', 'name': IDENTITY, 'namespace': namespace}]}
+    return documents + extra + [role, binding]
+
+
+def run_manual_lws(kube, namespace: str, kubeconfig: str, pods: int) -> list:
+    """The write-up's procedure over every pod of every group: each pod's logs, the cache removed in each pod, the
+    configuration edited, the groups restarted by a template change (a LeaderWorkerSet has no `rollout restart`) and
+    waited for by its status, then the new pods' logs."""
+    def kubectl(*args, stdin=None):
+        return kube.kubectl('-n', namespace, *args, stdin=stdin, kubeconfig=kubeconfig)
+    marks = [('diagnose', time.time())]
+    names = kubectl('get', 'pods', '-l', 'app=vllm', '-o', 'jsonpath={.items[*].metadata.name}').split()
+    errors = sum(len(re.findall(r'TokenRefreshError|Invalid token', kubectl('logs', pod, '-c', 'vllm')))
+                 for pod in names)
+    if not errors:
+        raise RuntimeError('manual procedure: no incident in the logs')
+    marks.append(('purge', time.time()))
+    for pod in names:
+        kubectl('exec', pod, '-c', 'vllm', '--', 'rm', '-f', CACHE)
+    config = json.loads(kubectl('get', 'configmap', 'vllm-config', '-o', 'json'))
+    document = yaml.safe_load(config['data']['vllm.yaml'])
+    document.setdefault('session_state_store', {})['refresh_on_startup'] = True
+    config['data']['vllm.yaml'] = yaml.safe_dump(document)
+    kubectl('apply', '-f', '-', stdin=json.dumps(config))
+    marks.append(('restart', time.time()))
+    stamp = datetime.utcnow().strftime('%Y-%m-%dT%H:%M:%SZ')
+    kubectl('patch', 'leaderworkerset', 'vllm', '--type=merge', '-p', json.dumps(
+        {'spec': {'leaderWorkerTemplate': {'workerTemplate': {'metadata': {'annotations': {
+            'kubectl.kubernetes.io/restartedAt': stamp}}}}}}))
+    generation = json.loads(kubectl('get', 'leaderworkerset', 'vllm', '-o', 'json'))['metadata']['generation']
+    groups, _size = lws_shape(pods)
+    for condition in (f'jsonpath={{.status.observedGeneration}}={generation}',
+                      f'jsonpath={{.status.updatedReplicas}}={groups}', f'jsonpath={{.status.readyReplicas}}={groups}',
+                      'condition=Available'):
+        kubectl('wait', 'leaderworkerset/vllm', f'--for={condition}', '--timeout=600s')
+    marks.append(('validate', time.time()))
+    kubectl('logs', '-l', 'app=vllm', '-c', 'vllm', f'--max-log-requests={pods}', '--prefix')
+    return marks + [('end', time.time())]
+
+
+def one_lws_run(kube, audit_log: str, base: str, pods: int, mode: str, keep_log=None) -> dict:
+    """One run of the runbook (or the manual procedure) on a fresh lab and a LeaderWorkerSet of `pods` pods."""
+    work = tempfile.mkdtemp(prefix=f'lws-{mode}-{pods}-', dir=base)
+    lab = Lab(os.path.join(work, 'lab'))
+    lab.up(sessions=3)
+    namespace = f'bench-{uuid.uuid4().hex[:8]}'
+    groups, size = lws_shape(pods)
+    try:
+        lab.snapshot()
+        lab.rotate()
+        lab.restore()
+        lab.refresh(lab.state['service_session'])
+        backups = os.path.join(work, 'pod-backups')
+        os.makedirs(backups, mode=0o700)
+        kube.apply(*lws_documents(namespace, lab, pods, backups))
+        lws_ready(kube, namespace, groups, timeout=900)
+        pod_directories(kube, namespace, lab, work, 'per-pod')
+        kubeconfig = identity_kubeconfig(kube, namespace, work)
+        with LwsGatewayRuntime(kube, namespace, lab) as runtime:
+            runtime.pump_logs()
+            if mode == 'runbook':
+                marks = run_runbook(kube, lab, namespace, kubeconfig, work, 'lws')
+                if keep_log:
+                    shutil.copyfile(os.path.join(work, 'ansible.log'), keep_log)
+            else:
+                marks = run_manual_lws(kube, namespace, kubeconfig, pods)
+        if runtime.errors:
+            raise RuntimeError(f'the gateway runtime failed: {runtime.errors}')
+        time.sleep(1)
+        seconds = {phase: stop - start for (phase, start), (_next, stop) in zip(marks, marks[1:])}
+        seconds['total'] = marks[-1][1] - marks[0][1]
+        calls = audit_counts(audit_log, namespace, marks)
+        calls['total'] = sum(calls.values())
+        return {'seconds': seconds, 'calls': calls}
+    finally:
+        delete_lws_workload(kube, namespace, groups, size)
+        lab.down()
+
+
 def median_of(runs: list, key: str) -> dict:
     return {column: statistics.median(run[key][column] for run in runs) for column in PHASES + ('total',)}
 
@@ -281,9 +393,10 @@ def main() -> int:
     parser.add_argument('--volume', choices=('emptyDir', 'pvc'), default='emptyDir',
                         help='the volume that holds the cache (default emptyDir: one per pod)')
     parser.add_argument('--modes', default='runbook,manual', help='runbook, manual or both (default)')
-    parser.add_argument('--kind', choices=('deployment', 'statefulset'), default='deployment',
+    parser.add_argument('--kind', choices=('deployment', 'statefulset', 'lws'), default='deployment',
                         help='the workload (default deployment); a statefulset has a claim per pod '
-                             '(volumeClaimTemplates), --volume does not apply to it')
+                             '(volumeClaimTemplates), --volume does not apply to it; lws: a LeaderWorkerSet of '
+                             'groups of 4, a claim per pod')
     parser.add_argument('--json', help='also write the raw runs to this file')
     parser.add_argument('--logs', help="keep each runbook run's ansible log in this directory (<replicas>-<round>.log)")
     args = parser.parse_args()
@@ -297,7 +410,9 @@ def main() -> int:
     os.environ['VLLM_DR_K8S_AUDIT_POLICY'] = policy
     results = {}
     try:
-        with KubeCluster(os.path.join(base, 'k8s')) as kube:
+        with KubeCluster(os.path.join(base, 'k8s')) as kube, contextlib.ExitStack() as stack:
+            if args.kind == 'lws':
+                stack.enter_context(LwsController(kube, os.path.join(base, 'lws')))
             audit_log = os.path.join(kube.state_dir, 'clusters', kube.name, 'logs', 'audit.log')
             if args.logs:
                 os.makedirs(args.logs, exist_ok=True)
@@ -305,7 +420,8 @@ def main() -> int:
                 for replicas in counts:
                     for mode in modes:
                         keep_log = os.path.join(args.logs, f'{replicas}-{round_ + 1}.log') if args.logs else None
-                        run = one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log, args.kind)
+                        run = (one_lws_run(kube, audit_log, base, replicas, mode, keep_log) if args.kind == 'lws'
+                               else one_run(kube, audit_log, base, replicas, args.volume, mode, keep_log, args.kind))
                         results.setdefault((replicas, mode), []).append(run)
                         print(f'# {replicas} replicas, {mode}: '
                               + ', '.join(f'{c} {run["seconds"][c]:.2f} s ({run["calls"][c]})' for c in PHASES + ('total',)),
@@ -315,7 +431,7 @@ def main() -> int:
                                 json.dump({f'{r}:{m}': runs for (r, m), runs in results.items()}, handle, indent=1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    where = 'volumeClaimTemplates (a claim per pod)' if args.kind == 'statefulset' else args.volume
+    where = 'volumeClaimTemplates (a claim per pod)' if args.kind in ('statefulset', 'lws') else args.volume
     print(f'{args.kind}; volume: {where}; medians of {args.rounds} round(s); API calls from the audit log')
     print_table(results)
     small, large = min(counts), max(counts)

@@ -15,6 +15,9 @@ kustomize patches: the pod webhooks only for pods labelled leaderworkerset.sigs.
 pointed at `https://127.0.0.1:<port><path>` and the CA bundle of a certificate for 127.0.0.1 (TlsFiles), which the
 manager serves from its certDir. Everything else (defaulting and validation of LeaderWorkerSets, the pod webhook that
 labels each pod with its group and worker index and sets LWS_LEADER_ADDRESS) runs as in a release deployment.
+
+lws_vllm_workload() is the incident's workload run by a LeaderWorkerSet instead of a Deployment: groups of a leader and
+workers, each pod with a claim of its own (volumeClaimTemplates) for the cache, on a PersistentVolume made for it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import urllib.request
 
 import yaml
 
-from harness.k8s import ROOT, KubeCluster
+from harness.k8s import ROOT, GatewayRuntime, KubeCluster, delete_workload, vllm_workload
 from harness.servers import LOOPBACK, ServerError, TlsFiles, _Process, free_port
 
 BUILD_SH = os.path.join(ROOT, 'tools', 'lws', 'build.sh')
@@ -159,3 +162,96 @@ class LwsController(_Process):
         for kind, name in WEBHOOK_NAMES.items():
             self.kube.kubectl('delete', kind.lower(), name, '--ignore-not-found', check=False)
         super().stop()
+
+
+LWS_API = 'leaderworkerset.x-k8s.io/v1'
+CACHE_CLAIM = 'cache'
+REVISION_LABEL = 'leaderworkerset.sigs.k8s.io/template-revision-hash'
+
+
+def lws_pod_names(groups: int, size: int, name: str = 'vllm') -> list:
+    """The names the controller gives the pods: <lws>-<group> for a leader, <lws>-<group>-<worker> for a worker."""
+    return [pod for group in range(groups)
+            for pod in [f'{name}-{group}'] + [f'{name}-{group}-{worker}' for worker in range(1, size)]]
+
+
+def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache_in: str = 'all',
+                      max_unavailable=1, max_surge=0, backups: str | None = None) -> list:
+    """The incident's workload for `lab` as a LeaderWorkerSet `vllm` of `groups` groups of `size` pods, in `namespace`:
+    the namespace, the ConfigMap and the pods' logs of vllm_workload(), the LeaderWorkerSet and a PersistentVolume bound
+    ahead to each pod's claim (`cache-<pod>`, from volumeClaimTemplates, as a StatefulSet names it).
+
+    The container's workingDir is the lab's data directory, so that a relative cache path names each pod's own copy
+    (pod_directories() gives each pod its directory there). `cache_in` all: the worker template mounts the claim too,
+    every pod holds a copy; leader: a leader template mounts it, the workers' does not. With `backups`, the claim is
+    mounted there a second time: the purge's backup directory on the cache's volume, one directory of this machine for
+    every pod (each backup's name is its own), from which each is fetched (harness.k8s.pod_volume_python() shows each
+    pod its own directory at the cache's path only).
+    """
+    data_dir = os.path.dirname(lab.cache_path)
+    kept = [copy.deepcopy(doc) for doc in vllm_workload(namespace, lab, cache_volume='emptyDir')
+            if doc['kind'] in ('Namespace', 'ConfigMap', 'ClusterLogs')]
+
+    def template(mounts_cache: bool) -> dict:
+        mounts = [{'name': 'config', 'mountPath': '/etc/vllm'}]
+        if mounts_cache:
+            mounts.insert(0, {'name': CACHE_CLAIM, 'mountPath': data_dir})
+            if backups:
+                mounts.append({'name': CACHE_CLAIM, 'mountPath': backups})
+        return {'metadata': {'labels': {'app': 'vllm'}},
+                'spec': {'containers': [{'name': 'vllm', 'image': 'vllm/vllm-openai:latest', 'workingDir': data_dir,
+                                         'volumeMounts': mounts}],
+                         'volumes': [{'name': 'config', 'configMap': {'name': 'vllm-config'}}]}}
+
+    leader_worker = {'size': size, 'restartPolicy': 'RecreateGroupOnPodRestart',
+                     'workerTemplate': template(cache_in == 'all'),
+                     'volumeClaimTemplates': [{'metadata': {'name': CACHE_CLAIM},
+                                               'spec': {'accessModes': ['ReadWriteOnce'], 'storageClassName': '',
+                                                        'resources': {'requests': {'storage': '1Gi'}}}}]}
+    if cache_in == 'leader':
+        leader_worker['leaderTemplate'] = template(True)
+    workload = {'apiVersion': LWS_API, 'kind': 'LeaderWorkerSet',
+                'metadata': {'name': 'vllm', 'namespace': namespace, 'labels': {'app': 'vllm'}},
+                'spec': {'replicas': groups, 'leaderWorkerTemplate': leader_worker,
+                         'rolloutStrategy': {'type': 'RollingUpdate', 'rollingUpdateConfiguration': {
+                             'maxUnavailable': max_unavailable, 'maxSurge': max_surge}}}}
+    # the StatefulSets make a claim for every pod, whether its container mounts it or not
+    volumes = [{'apiVersion': 'v1', 'kind': 'PersistentVolume', 'metadata': {'name': f'{namespace}-{pod}'},
+                'spec': {'capacity': {'storage': '1Gi'}, 'accessModes': ['ReadWriteOnce'], 'storageClassName': '',
+                         'hostPath': {'path': data_dir},
+                         'claimRef': {'namespace': namespace, 'name': f'{CACHE_CLAIM}-{pod}'}}}
+               for pod in lws_pod_names(groups, size)]
+    return kept[:1] + volumes + kept[1:] + [workload]
+
+
+def lws_ready(kube: KubeCluster, namespace: str, groups: int, timeout: float = 300) -> dict:
+    """The LeaderWorkerSet once its controller counts every group ready at its latest generation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workload = kube.get('leaderworkerset', 'vllm', namespace)
+        status = workload.get('status') or {}
+        if (status.get('observedGeneration'), status.get('readyReplicas'), status.get('updatedReplicas')) == (
+                workload['metadata']['generation'], groups, groups):
+            return workload
+        if time.monotonic() > deadline:
+            raise ServerError(f'LeaderWorkerSet vllm in {namespace} not ready in {timeout:.0f} s: {status}')
+        time.sleep(0.5)
+
+
+def delete_lws_workload(kube: KubeCluster, namespace: str, groups: int, size: int) -> None:
+    delete_workload(kube, namespace)
+    kube.kubectl('delete', 'pv', *[f'{namespace}-{pod}' for pod in lws_pod_names(groups, size)], '--wait=false',
+                 '--ignore-not-found', check=False)
+
+
+class LwsGatewayRuntime(GatewayRuntime):
+    """GatewayRuntime for a LeaderWorkerSet: the gateway restarts when the newest pod is of a new template revision
+    (the pods of a LeaderWorkerSet carry its template-revision-hash, not a pod-template-hash)."""
+
+    def _template_hash(self) -> str | None:
+        pods = [pod for pod in self.cluster.get('pods', namespace=self.namespace, selector='app=vllm')['items']
+                if not pod['metadata'].get('deletionTimestamp')]
+        if not pods:
+            return None
+        newest = max(pods, key=lambda pod: pod['metadata']['creationTimestamp'])
+        return newest['metadata']['labels'].get(REVISION_LABEL)

@@ -141,4 +141,5 @@ def test_the_owner_chain_names_the_workloads_before_one_is_read():
 
 def test_an_unsupported_kind_is_refused_in_one_line_naming_the_supported():
     target = k8s_target({'resources': [deployment()]}, [], [], namespace='ns', kind='DaemonSet')
-    assert target['preconditions'] == ['workload kind DaemonSet is not supported; supported: Deployment, StatefulSet']
+    assert target['preconditions'] == [
+        'workload kind DaemonSet is not supported; supported: Deployment, LeaderWorkerSet, StatefulSet']
