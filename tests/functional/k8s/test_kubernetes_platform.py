@@ -147,11 +147,15 @@ def test_init_container_method_patches_a_deployment_the_api_server_accepts(workl
         ['token_cache.db.<stamp>.bak', 'token_cache.db.<stamp>.bak-wal'], names
     subprocess.run(['sh', '-c', script], check=True)  # nothing to move: still succeeds
 
-    # applying it again changes nothing: the same init container is already there
-    generation = workload.deployment()['metadata']['generation']
+    # applying it again changes nothing: the same init container is already there, the pod template is as it was
+    # and nothing rolls. (The forced run records the restart it might owe on the Deployment's metadata before its
+    # first change, and removes it at its end when it changed nothing: the record bumps the Deployment's generation,
+    # as any change of its annotations does, but not its template.)
+    template, hashes = workload.deployment()['spec']['template'], pod_hashes(workload)
     rc, output = run(workload, '-e', 'vllm_dr_force=true')
     assert rc == 0, output[-6000:]
-    assert workload.deployment()['metadata']['generation'] == generation
+    assert workload.deployment()['spec']['template'] == template and pod_hashes(workload) == hashes
+    assert 'vllm-dr.inferops.io/restart-pending' not in workload.deployment()['metadata'].get('annotations', {})
 
 
 def test_velero_hook_method_annotates_the_pod_template_and_purges_now(workload):

@@ -47,7 +47,7 @@ def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_com
     assert len(pods) == 2
     store_before = dump_redis(store(workload))
     config_before = workload.config_map()['data']
-    generation = workload.deployment()['metadata']['generation']
+    spec = workload.deployment()['spec']
 
     python, deleted = delete_after_first_backup(workload, pods[1], str(tmp_path))
     inventory = workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python)
@@ -69,7 +69,9 @@ def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_com
     assert oct(os.stat(fetched[0]).st_mode & 0o777) == '0o600'
     assert dump_redis(store(workload)) == store_before
     assert workload.config_map()['data'] == config_before
-    assert workload.deployment()['metadata']['generation'] == generation
+    # the Deployment's spec is as it was; its metadata records the restart the stopped run owes, for the re-run
+    assert workload.deployment()['spec'] == spec
+    assert 'restart-pending' in ''.join(workload.deployment()['metadata'].get('annotations', {}))
     assert not workload.runtime.restarts
 
     # the re-run diagnoses the pods running now and completes the recovery
@@ -79,3 +81,4 @@ def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_com
     assert report(workload)['validation']['failed'] == []
     assert workload.runtime.restarts
     assert workload.lab.refresh('svc')[0] == 200
+    assert 'restart-pending' not in ''.join(workload.deployment()['metadata'].get('annotations', {}))
