@@ -50,10 +50,8 @@ def test_a_rerun_restarts_the_service_a_run_left_unrestarted(lab):
     assert rc == 0, output[-3000:]
     assert lab._load()['pids']['gateway'] == lab.state['pids']['gateway']  # pylint: disable=protected-access
 
-    # a forced run with nothing left to change records the restart it might owe, then owes none: no restart, and no
-    # record left for the next run to restart on
+    # a forced run records the restart it owes before its first change, and leaves no record behind once it ended
     rc, output = playbook(lab.inventory_path, 'dr_restore.yml', '-e', 'vllm_dr_force=true')
     assert rc == 0, output[-3000:]
     assert 'Record that this run changes the service and restarts it' in output
-    assert lab._load()['pids']['gateway'] == lab.state['pids']['gateway']  # pylint: disable=protected-access
     assert not os.path.exists(record)
