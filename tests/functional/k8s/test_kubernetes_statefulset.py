@@ -236,7 +236,7 @@ def test_a_daemonset_pod_is_refused_in_one_line_before_any_change(kwok, tmp_path
             rc, output = run(work)
             assert rc != 0
             assert 'is run by DaemonSet agent in namespace %s, not a workload the runbook restarts; supported ' \
-                   'kinds: Deployment, StatefulSet' % namespace in output, output[-4000:]
+                   'kinds: Deployment, LeaderWorkerSet, StatefulSet' % namespace in output, output[-4000:]
             assert {item['metadata']['name']: item['metadata']['resourceVersion']
                     for item in kwok.get('pods', namespace=namespace)['items']} == before
         finally:
