@@ -344,6 +344,10 @@ class GatewayRuntime:
                 target.write(stamp.encode() + b' stdout F ' + line + b'\n')
         self._offset += len(complete)
 
+    # the labels that name a pod's template revision, the first one a pod carries: a Deployment's pods carry their
+    # ReplicaSet's template hash, a StatefulSet's their revision
+    REVISION_LABELS = ('pod-template-hash', 'controller-revision-hash')
+
     def _template_hash(self) -> str | None:
         """The template hash of the newest live pod: the ReplicaSet whose pods are starting now."""
         pods = [pod for pod in self.cluster.get('pods', namespace=self.namespace, selector='app=vllm')['items']
@@ -351,9 +355,8 @@ class GatewayRuntime:
         if not pods:
             return None
         newest = max(pods, key=lambda pod: pod['metadata']['creationTimestamp'])
-        # a Deployment's pods carry their ReplicaSet's template hash, a StatefulSet's their revision
         labels = newest['metadata']['labels']
-        return labels.get('pod-template-hash') or labels.get('controller-revision-hash')
+        return next((labels[name] for name in self.REVISION_LABELS if labels.get(name)), None)
 
     def _restart_gateway(self) -> None:
         # the gateway may have been restarted by labctl in another process (the drill's restore command): its pid is

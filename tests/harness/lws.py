@@ -248,10 +248,4 @@ class LwsGatewayRuntime(GatewayRuntime):
     """GatewayRuntime for a LeaderWorkerSet: the gateway restarts when the newest pod is of a new template revision
     (the pods of a LeaderWorkerSet carry its template-revision-hash, not a pod-template-hash)."""
 
-    def _template_hash(self) -> str | None:
-        pods = [pod for pod in self.cluster.get('pods', namespace=self.namespace, selector='app=vllm')['items']
-                if not pod['metadata'].get('deletionTimestamp')]
-        if not pods:
-            return None
-        newest = max(pods, key=lambda pod: pod['metadata']['creationTimestamp'])
-        return newest['metadata']['labels'].get(REVISION_LABEL)
+    REVISION_LABELS = (REVISION_LABEL,)
