@@ -11,6 +11,7 @@ ConfigMap's vllm.yaml, as pods started from a new template would start vLLM with
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -40,6 +41,12 @@ class KubeCluster:
         self.kubeconfig = os.environ.get('KUBECONFIG', '')
         self.bin_dir = ''
         self.state_dir = os.path.join(workdir, 'clusters')
+        # the kubelet's part for the control plane's own processes (see _supervise)
+        self.component_restarts = []
+        self._stopped = set()
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+        self._supervisor = None
 
     def __enter__(self) -> 'KubeCluster':
         if self.kubeconfig:
@@ -55,11 +62,53 @@ class KubeCluster:
         self.kubeconfig = out.stdout.strip().splitlines()[-1]
         self.owned = True
         self._env = env
+        self._argv = {name: self._cmdline(pid) for name, pid in self.component_pids().items()}
+        self._supervisor = threading.Thread(target=self._supervise, name='control-plane-supervisor', daemon=True)
+        self._supervisor.start()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.owned:
+            self._halt.set()
+            self._supervisor.join(timeout=10)
             subprocess.run(['bash', CLUSTER_SH, 'down'], env=self._env, capture_output=True, check=False)
+
+    @staticmethod
+    def _cmdline(pid: int) -> list:
+        with open(f'/proc/{pid}/cmdline', 'rb') as handle:
+            return [arg.decode() for arg in handle.read().split(b'\0') if arg]
+
+    @staticmethod
+    def _alive(pid: int) -> bool:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return False  # a component this process started again (start_component), reaped
+        except ChildProcessError:
+            pass  # started by kwokctl: not this process's child
+        try:
+            with open(f'/proc/{pid}/stat', encoding='utf-8') as handle:
+                return handle.read().rsplit(')', 1)[1].split()[0] != 'Z'
+        except (OSError, IndexError):
+            return False
+
+    def _supervise(self) -> None:
+        """Start again a control-plane process that exits by itself, as the kubelet restarts a static pod.
+
+        kube-scheduler exits on purpose when its cache no longer matches the API server ("Scheduler cache is
+        corrupted", klog.FlushAndExit), which a watch gap can cause: the tests that stop the API server make such
+        gaps. In a cluster the kubelet starts the scheduler again and scheduling goes on; without this, every later
+        test of the session would wait for pods that nothing schedules. Each restart is recorded in
+        component_restarts (name, time, the last lines of its log), for the suite to report."""
+        while not self._halt.wait(1.0):
+            with self._lock:
+                for name, pid in self.component_pids().items():
+                    if name in self._stopped or self._alive(pid) or self._halt.is_set():
+                        continue
+                    log = os.path.join(self.state_dir, 'clusters', self.name, 'logs', f'{name}.log')
+                    with open(log, encoding='utf-8', errors='replace') as handle:
+                        tail = handle.read()[-2000:]
+                    self._start(name, self._argv[name])
+                    self.component_restarts.append((name, time.time(), tail))
 
     def component_pids(self) -> dict:
         """component name -> pid of each process of the cluster this suite started (kwokctl's pid files)."""
@@ -72,10 +121,11 @@ class KubeCluster:
 
     def stop_component(self, name: str) -> list:
         """Stop one process of the suite's cluster (e.g. kube-apiserver); return its command line for start_component."""
-        pid = self.component_pids()[name]
-        with open(f'/proc/{pid}/cmdline', 'rb') as handle:
-            argv = [arg.decode() for arg in handle.read().split(b'\0') if arg]
-        os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
+        with self._lock:
+            pid = self.component_pids()[name]
+            argv = self._cmdline(pid)
+            self._stopped.add(name)
+            os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and os.path.exists(f'/proc/{pid}'):
             try:
@@ -88,6 +138,22 @@ class KubeCluster:
 
     def start_component(self, name: str, argv: list) -> None:
         """Start a stopped process of the cluster again, as kwokctl started it (its pid file updated for `down`)."""
+        with self._lock:
+            self._start(name, argv)
+            self._stopped.discard(name)
+
+    @contextlib.contextmanager
+    def api_server_down(self, seconds: float):
+        """The API server killed for `seconds` (a crash), then started again and ready."""
+        argv = self.stop_component('kube-apiserver')
+        try:
+            time.sleep(seconds)
+            yield
+        finally:
+            self.start_component('kube-apiserver', argv)
+        self.wait_ready()
+
+    def _start(self, name: str, argv: list) -> None:
         cluster_dir = os.path.join(self.state_dir, 'clusters', self.name)
         with open(os.path.join(cluster_dir, 'logs', f'{name}.log'), 'ab') as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cluster_dir,  # pylint: disable=consider-using-with

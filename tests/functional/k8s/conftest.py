@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+import warnings
 
 import pytest
 import yaml
@@ -24,6 +25,16 @@ def pytest_collection_modifyitems(items):
 def kube(tmp_path_factory):
     with KubeCluster(str(tmp_path_factory.mktemp('k8s'))) as cluster:
         yield cluster
+
+
+@pytest.fixture(autouse=True)
+def control_plane_restarts(request):
+    """Names, after a test, a control-plane process that exited by itself during it and was started again."""
+    kube = request.getfixturevalue('kube') if 'kube' in request.fixturenames else None
+    before = len(kube.component_restarts) if kube else 0
+    yield
+    for name, _, log_tail in kube.component_restarts[before:] if kube else []:
+        warnings.warn(f'{name} exited during this test and was started again; its last log lines:\n{log_tail}')
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import time
 
@@ -40,3 +42,30 @@ def test_the_suite_cluster_listens_on_loopback_only(kube):
     exposed = {name: [address for address in addresses if not LOOPBACK.match(address)]
                for name, addresses in by_component.items()}
     assert not any(exposed.values()), f'listening beyond loopback: {exposed}'
+
+
+def test_a_scheduler_that_exits_by_itself_is_started_again_and_pods_are_scheduled(kube, tmp_path):
+    """kube-scheduler exits on purpose when its cache no longer matches the API server (a watch gap after the API
+    server went away can cause it); the kubelet starts it again in a cluster, the suite's supervisor does here."""
+    if not kube.owned:
+        pytest.skip('kills a process of the control plane: needs the suite\'s own control plane')
+    before = len(kube.component_restarts)
+    pid = kube.component_pids()['kube-scheduler']
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while kube.component_pids()['kube-scheduler'] == pid:
+        assert time.monotonic() < deadline, 'the scheduler was not started again'
+        time.sleep(0.2)
+    assert [name for name, _, _ in kube.component_restarts[before:]] == ['kube-scheduler']
+    del kube.component_restarts[before:]  # this test's own, not one to report
+    namespace = f'sched-{os.getpid()}'
+    kube.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
+               {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'probe', 'namespace': namespace},
+                'spec': {'containers': [{'name': 'probe', 'image': 'busybox'}]}})
+    try:
+        deadline = time.monotonic() + 60
+        while not kube.get('pod', 'probe', namespace)['spec'].get('nodeName'):
+            assert time.monotonic() < deadline, 'the pod was not scheduled after the scheduler was started again'
+            time.sleep(0.5)
+    finally:
+        kube.kubectl('delete', 'namespace', namespace, '--wait=false', check=False)

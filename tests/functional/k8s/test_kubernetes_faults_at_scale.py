@@ -104,9 +104,8 @@ def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_ev
 
     def stop_api_server():
         time.sleep(1)
-        argv = kube.stop_component('kube-apiserver')
-        time.sleep(4)
-        kube.start_component('kube-apiserver', argv)
+        with kube.api_server_down(4):
+            pass
         outcome['stopped'] = True
 
     stamp = restart_stamp(workload)

@@ -178,13 +178,8 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
             assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
             time.sleep(0.5)
         time.sleep(2)  # the wait has begun reading the LeaderWorkerSet
-        argv = kube.stop_component('kube-apiserver')
-        try:
-            time.sleep(6)
+        with kube.api_server_down(6):
             assert thread.is_alive(), outcome['output'][-4000:]
-        finally:
-            kube.start_component('kube-apiserver', argv)
-        kube.wait_ready()
         workload.runtime.errors.clear()
     finally:
         kube.kubectl('uncordon', 'kwok-node-0', check=False)
