@@ -142,6 +142,11 @@ _value:
     pod_uids:
       description: Each of those pods' uid, by name.
       type: dict
+    stable_pod_names:
+      description:
+        - Whether a pod of this kind that is replaced comes back under its name (a StatefulSet's, a
+          LeaderWorkerSet's), so that only its uid tells the replacement.
+      type: bool
     rollout:
       description:
         - C(finished), C(complete) (by the workload's status alone), C(old_pods) (of an older revision),

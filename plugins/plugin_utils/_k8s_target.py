@@ -174,8 +174,8 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     """The target, from the workload's read (`read`: k8s_info's registered result, or the object), the objects between
     it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`).
 
-    Returns {kind, api_version, resource, group, name, namespace, found, selected, workloads, refused, pods, pod_uids, rollout,
-    restart, cache_reach, preconditions}:
+    Returns {kind, api_version, resource, group, name, namespace, found, selected, workloads, refused, pods, pod_uids,
+    stable_pod_names, rollout, restart, cache_reach, preconditions}:
     - kind: `kind`, or with `kind` auto the kind the running pods' owner chain names (none when it names none);
       api_version, resource (plural) and group (the API group, '' for the core one) of that kind, none when it is
       not supported;
@@ -186,7 +186,9 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     - refused: none, or the one line why the runbook does not act on this workload (its kind is not supported, or
       another resource controls it); it is among the preconditions too;
     - pods: the names of the workload's own running pods (phase Running, not being deleted), in the order the kind
-      visits them (name order; ordinal order for a StatefulSet); pod_uids: name -> uid of each;
+      visits them (name order; ordinal order for a StatefulSet); pod_uids: name -> uid of each; stable_pod_names:
+      whether a pod replaced comes back under its name (a StatefulSet's, a LeaderWorkerSet's), so that only its uid
+      tells the replacement;
     - rollout: finished (complete, and no pod of an older revision among `pods`, terminating ones included),
       complete (the workload's status alone), old_pods (their names), paused, unfinished (a rollout to wait for
       before the pods are taken: not paused, and not complete or one of the running pods of an older revision),
@@ -209,6 +211,7 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                'group': spec.api_version.rpartition('/')[0] if spec else None, 'name': None, 'namespace': namespace, 'found': found,
                'selected': {'count': len(pods or []), 'running': [_meta(pod).get('name') for pod in selected]},
                'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
+               'stable_pod_names': bool(spec) and spec.pod_controller == 'StatefulSet',
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
                            'wait': found if found != 'found' else 'progressing', 'status': ''},
                'restart': dict(RESTART),

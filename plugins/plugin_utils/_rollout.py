@@ -226,40 +226,67 @@ def _shown(amount: float, resource: str) -> str:
     return str(round(amount))
 
 
-def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str,
-                   kind: str = 'Deployment', uids: dict | None = None) -> list:
-    """Why the purge inside the pods did not reach every pod, one line per pod, then what was done: [] when it did.
+def _loop_pod(result: dict) -> str:
+    """The pod of a purge loop's result: its item is the pod's inventory host, `<target>/<namespace>/<pod>`."""
+    return str(result.get('item', '')).rsplit('/', 1)[-1]
 
-    `results` are the purge loop's results (item `<target>/<namespace>/<pod>`, the pod's inventory host), `pods` the pods of the namespace read after the
-    loop. A pod no longer running (deleted, being deleted or replaced while the loop ran) is named as such; any other
-    failure keeps the module's own message. `deployment` is the workload's name, `kind` its kind.
+
+def purge_failures(results: list, pods: list, *, deployment: str, namespace: str, backup_dir: str,
+                   kind: str = 'Deployment', uids: dict | None = None, fetched: list | None = None) -> list:
+    """Why the purge inside the pods did not reach every pod, or did not bring every backup to the controller, one
+    line per pod, then what was done: [] when it did.
+
+    `results` are the purge loop's results, `pods` the pods of the namespace read after the loop. A pod no longer
+    running (deleted, being deleted or replaced while the loop ran) is named as such; any other failure keeps the
+    module's own message. `deployment` is the workload's name, `kind` its kind.
     `uids` (name -> uid when the purge began) is given for a kind whose pods keep their names when replaced (a
-    StatefulSet's): a pod purged whose name now runs with another uid, or not at all, was replaced during the purge,
-    and whether its replacement started on the purged cache cannot be told.
+    StatefulSet's, a LeaderWorkerSet's): a pod purged whose name now runs with another uid, or not at all, was replaced
+    during the purge, and whether its replacement started on the purged cache cannot be told.
+    `fetched` are the results of the loop that copies each backup from its pod to `backup_dir` (item: the purge
+    result and the backup's path on the pod): a copy that failed names the backup, which stays on the pod's volume.
     """
     # no module result from the pod (kubectl exec found no pod) leaves only module_stderr behind
     failed = [result for result in results or []
               if result.get('failed') or result.get('unreachable') or 'module_stderr' in result]
     now = {_meta(pod).get('name'): _meta(pod).get('uid') for pod in running_pods(pods)}
-    replaced = [result for result in results or [] if result not in failed and uids
-                and str(result.get('item', '')).rsplit('/', 1)[-1] in uids
-                and now.get(str(result.get('item', '')).rsplit('/', 1)[-1])
-                != uids[str(result.get('item', '')).rsplit('/', 1)[-1]]]
-    if not failed and not replaced:
+    replaced = [result for result in results or [] if result not in failed and uids and _loop_pod(result) in uids
+                and now.get(_loop_pod(result)) != uids[_loop_pod(result)]]
+    not_copied = {}
+    for fetch in fetched or []:
+        if fetch.get('failed') or fetch.get('unreachable'):
+            purge, path = (list(fetch.get('item') or []) + [{}, ''])[:2]
+            message = (str(fetch.get('msg') or 'no message').splitlines() or [''])[0]
+            not_copied.setdefault(_loop_pod(purge if isinstance(purge, dict) else {}), []).append((path, message))
+    if not failed and not replaced and not not_copied:
         return []
-    running = set(now)
-    lines = [f"pod {str(result.get('item', '')).rsplit('/', 1)[-1]} of {kind} {deployment} in namespace {namespace} "
-             'was replaced during the purge (a new pod of that name, or none, runs now), so whether the new one '
-             'started on the purged cache cannot be told' for result in replaced]
+    lines = []
+    for result in replaced:
+        pod = _loop_pod(result)
+        line = (f'pod {pod} of {kind} {deployment} in namespace {namespace} was replaced during the purge (a new pod '
+                'of that name, or none, runs now), so whether the new one started on the purged cache cannot be told')
+        if pod in not_copied:
+            line += f"; its backup was not copied and stays on the pod's volume: {', '.join(p for p, _ in not_copied[pod])}"
+        lines.append(line)
     for result in failed:
-        pod = str(result.get('item', '')).rsplit('/', 1)[-1]
-        if pod not in running:
+        pod = _loop_pod(result)
+        if pod not in now:
             lines.append(f'pod {pod} of {kind} {deployment} in namespace {namespace} went away during the purge '
                          '(deleted or replaced), so its cache was not purged')
         else:
             message = str(result.get('msg') or 'no message').splitlines()[0]
             lines.append(f'purging the token cache in pod {pod} of {kind} {deployment} failed: {message}')
-    purged = len(results) - len(failed) - len(replaced)
+    judged = {_loop_pod(result) for result in failed + replaced}
+    for pod, copies in not_copied.items():
+        if pod in judged:
+            continue
+        paths = ', '.join(path for path, _ in copies)
+        if pod not in now:
+            lines.append(f'pod {pod} of {kind} {deployment} in namespace {namespace} went away after its cache was '
+                         f"purged, before its backup was copied: the backup stays on the pod's volume: {paths}")
+        else:
+            lines.append(f'copying the backup of pod {pod} of {kind} {deployment} to {backup_dir} failed: '
+                         f"{copies[0][1]}; the backup stays on the pod's volume: {paths}")
+    purged = len([result for result in results or [] if _loop_pod(result) not in judged | set(not_copied)])
     lines.append(f'the cache was purged in {purged} other pod{"" if purged == 1 else "s"} (backups in {backup_dir}); '
                  f'sessions, the configuration and the {kind} were left as they were: re-run to purge the pods '
                  'running now')

@@ -230,6 +230,9 @@ def test_a_pod_deleted_during_the_purge_is_named_and_the_rerun_completes(lws_all
                      r'LeaderWorkerSet were left as they were: re-run to purge the pods running now', output), \
         output[-6000:]
     assert 'Traceback' not in output
+    # the leader, purged before its group was recreated, or not reached: a backup not copied is named, and is there
+    for paths in re.findall(r"stays on the pod's volume: ([^\"\\]+)", output):
+        assert all(os.path.isfile(path) for path in paths.split(', ')), output[-6000:]
     assert workload.lws()['metadata']['generation'] == generation
     assert workload.config_map()['data'] == config
     # the group the controller recreated (RecreateGroupOnPodRestart) is back; the re-run purges the pods running now

@@ -71,3 +71,55 @@ def test_a_statefulset_pod_replaced_under_its_name_during_the_loop_stops_the_run
     # the same pods, none replaced: no failure
     assert purge_failures([purged('vllm-0')], pods[:1], deployment='vllm', namespace='ns', backup_dir='/b',
                           kind='StatefulSet', uids={'vllm-0': 'u0'}) == []
+
+
+def copied(result, path):
+    return {'item': [result, path], 'changed': True, 'dest': f'/backups/run-1/ns_{result["item"]}/'}
+
+
+def not_copied(result, path, unreachable=False):
+    if unreachable:
+        return {'item': [result, path], 'unreachable': True, 'msg': 'Failed to connect: pod not found\nmore'}
+    return {'item': [result, path], 'failed': True, 'msg': 'file not found: ' + path}
+
+
+def test_a_pod_gone_after_its_purge_and_before_its_copy_names_the_backup_left_on_its_volume():
+    a, b = purged('a'), purged('b')
+    lines = purge_failures([a, b], [pod('a')], **OPTIONS,
+                           fetched=[copied(a, '/data/a.db'), not_copied(b, '/data/b.db', unreachable=True)])
+    assert lines == [
+        "pod b of Deployment vllm in namespace ns went away after its cache was purged, before its backup was "
+        "copied: the backup stays on the pod's volume: /data/b.db",
+        'the cache was purged in 1 other pod (backups in /backups/run-1); sessions, the configuration and the '
+        'Deployment were left as they were: re-run to purge the pods running now']
+
+
+def test_a_copy_that_fails_from_a_pod_still_running_keeps_its_first_line():
+    a = purged('a')
+    lines = purge_failures([a], [pod('a')], **OPTIONS, fetched=[not_copied(a, '/data/a.db')])
+    assert lines[0] == ("copying the backup of pod a of Deployment vllm to /backups/run-1 failed: file not found: "
+                        "/data/a.db; the backup stays on the pod's volume: /data/a.db")
+    assert lines[1].startswith('the cache was purged in 0 other pods')
+
+
+def test_a_group_recreated_after_its_leaders_purge_names_the_leader_replaced_and_its_backup():
+    """A LeaderWorkerSet's group recreated as a whole (RecreateGroupOnPodRestart) when a worker is deleted: the leader,
+    purged already, comes back under its name; its backup could not be copied."""
+    pods = [dict(pod('vllm-0'), metadata={'name': 'vllm-0', 'uid': 'u0'})]
+    leader, worker, other = purged('vllm-1'), no_result('vllm-1-1'), purged('vllm-0')
+    lines = purge_failures([other, leader, worker], pods, deployment='vllm', namespace='ns', backup_dir='/b',
+                           kind='LeaderWorkerSet', uids={'vllm-0': 'u0', 'vllm-1': 'u1', 'vllm-1-1': 'u11'},
+                           fetched=[copied(other, '/data/0.db'), not_copied(leader, '/data/1.db', unreachable=True)])
+    assert lines == [
+        'pod vllm-1 of LeaderWorkerSet vllm in namespace ns was replaced during the purge (a new pod of that name, or '
+        "none, runs now), so whether the new one started on the purged cache cannot be told; its backup was not "
+        "copied and stays on the pod's volume: /data/1.db",
+        'pod vllm-1-1 of LeaderWorkerSet vllm in namespace ns went away during the purge (deleted or replaced), so its '
+        'cache was not purged',
+        'the cache was purged in 1 other pod (backups in /b); sessions, the configuration and the LeaderWorkerSet '
+        'were left as they were: re-run to purge the pods running now']
+
+
+def test_every_backup_copied_is_no_failure():
+    a = purged('a')
+    assert purge_failures([a], [pod('a')], **OPTIONS, fetched=[copied(a, '/data/a.db')]) == []
