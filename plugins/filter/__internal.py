@@ -118,11 +118,11 @@ def rollout_preconditions(deployment, pods, replicasets, config_maps, **options)
 
 def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm', cache_path='', present=True,
                      exclusions=('annotation', 'resource_policy'), policy_name='vllm-dr-token-cache',
-                     velero_namespace='velero', selector='app=vllm', deployment=''):
-    """What keeps the token cache out of Velero's backups (``module_utils/_velero.py``)."""
+                     velero_namespace='velero', selector='app=vllm', deployment='', kind='Deployment'):
+    """What keeps the token cache out of Velero's backups (``module_utils/_velero.py``): the workloads of `kind`."""
     return _judged(_velero.exclusion_plan, _velero.VeleroError, deployments, pvcs or [], config_maps or [],
                    container, cache_path, present, list(exclusions), policy_name, velero_namespace, selector,
-                   deployment, prefix='velero_exclusion: ')
+                   deployment, kind, prefix='velero_exclusion: ')
 
 
 class FilterModule:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import holds
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import (
-    EXCLUDES, CLAIMED, VeleroError, cache_volume, deployment_for, excludes, named, policy_skips, restore_purge,
-    template_annotations)
+    CLAIM_TEMPLATE, EXCLUDES, CLAIMED, VeleroError, claim_pvcs, deployment_for, excludes, named, policy_skips,
+    restore_purge, template_annotations, template_name, template_volumes)
 
 # The alerts of extensions/observability/prometheus/vllm-dr.rules.yml on the incident's log lines (P4).
 REQUIRED_ALERTS = ('VllmTokenRefreshErrors', 'VllmInvalidSessionToken')
@@ -150,18 +150,33 @@ def host_items(facts) -> list:
     ]
 
 
-def restore_hook(deployment, cache_path: str) -> dict:
+def _where(workload, kind, keys, several) -> str:
+    return '%s %s%s' % (kind, workload['metadata']['name'], (' ' + template_name(keys)) if several else '')
+
+
+def restore_hook(deployment, cache_path: str, kind: str = 'Deployment', held=None) -> dict:
+    """Every pod template that holds the cache on a volume (`held`: [(keys, volume)]) purges it at a restore."""
     name = 'a restore purges the token cache before vLLM starts'
-    found = restore_purge(deployment, cache_path)
-    return _item('restore_hook', 'P2', name, bool(found),
-                 ('found %s' % ', '.join(found)) if found else
-                 'Deployment %s has no init container purge and no Velero restore hook' % deployment['metadata']['name'],
+    held = held or [(None, None)]
+    several = len(held) > 1
+    found, missing = [], []
+    for keys in [entry[0] for entry in held]:
+        purges = restore_purge(deployment, cache_path, kind, keys)
+        where = _where(deployment, kind, keys or (), several)
+        if purges:
+            found.append(('%s: found %s' % (where, ', '.join(purges))) if several else 'found %s' % ', '.join(purges))
+        else:
+            missing.append('%s has no init container purge and no Velero restore hook' % where)
+    return _item('restore_hook', 'P2', name, not missing, '; '.join(missing or found),
                  'add one: playbooks/dr_restore.yml -e vllm_dr_k8s_purge_method=velero_hook (a Velero init restore '
                  'hook, run on restores only) or =init_container (a purge at every start)')
 
 
-def kubernetes_cache_outside_backups(deployment, volume, pvc, policies, modes) -> dict:
-    """P3 on Kubernetes: each Velero backup mode in use leaves the cache's volume out."""
+def kubernetes_cache_outside_backups(deployment, volume, pvc, policies, modes, kind='Deployment', held=None,
+                                     pvcs=None) -> dict:
+    """P3 on Kubernetes: each Velero backup mode in use leaves the cache's volume out. `held`: [(keys, volume)] of
+    every pod template that holds the cache on a volume (the first template alone when not given); `pvcs`: those of
+    the namespace, which a volumeClaimTemplates claim's (one per pod, <claim>-<pod>) are found among."""
     name = 'token cache is kept out of snapshots'
     fix = 'run playbooks/dr_harden.yml (the %s annotation for file-system backups, a resource policy for snapshot ' \
           'backups)' % EXCLUDES
@@ -173,20 +188,34 @@ def kubernetes_cache_outside_backups(deployment, volume, pvc, policies, modes) -
                      'the token cache is on hostPath volume %s, which snapshots of the node\'s disk include and Velero '
                      'cannot exclude' % volume['name'],
                      'move the token cache to an emptyDir or a PVC of its own, then run playbooks/dr_harden.yml')
+    held = held or [(None, volume)]
+    several = len(held) > 1
     missing, found = [], []
     if 'file_system' in modes:
-        if volume['name'] in excludes(template_annotations(deployment).get(EXCLUDES)):
-            found.append('file-system backups: %s lists %s' % (EXCLUDES, volume['name']))
-        else:
-            missing.append('file-system backups include volume %s (%s); %s does not list it'
-                           % (volume['name'], volume['type'], EXCLUDES))
+        for keys, held_volume in held:
+            listed = held_volume['name'] in excludes(template_annotations(deployment, kind, keys).get(EXCLUDES))
+            where = (' (%s)' % _where(deployment, kind, keys, True)) if several else ''
+            if listed:
+                found.append('file-system backups: %s lists %s%s' % (EXCLUDES, held_volume['name'], where))
+            else:
+                missing.append('file-system backups include volume %s (%s)%s; %s does not list it'
+                               % (held_volume['name'], held_volume['type'], where, EXCLUDES))
     if 'snapshot' in modes and volume['type'] in CLAIMED:
-        skipped = policy_skips(policies, pvc) if pvc else []
-        if skipped:
-            found.append('snapshot backups: resource policy %s skips PVC %s' % (', '.join(skipped), volume['claim']))
+        if volume['type'] == CLAIM_TEMPLATE:
+            claims = claim_pvcs(pvcs, volume['claim'], deployment['metadata']['name'], kind)
+            if not claims:
+                missing.append('snapshot backups: no PersistentVolumeClaim of volumeClaimTemplates claim %s was found '
+                               '(%s-<pod>), so whether a resource policy skips them cannot be judged'
+                               % (volume['claim'], volume['claim']))
         else:
-            missing.append('snapshot backups include PVC %s; no resource-policy ConfigMap skips it'
-                           % (volume['claim'] or volume['name']))
+            claims = [pvc] if pvc else [None]
+        for claim in claims:
+            claim_name = claim['metadata']['name'] if claim else (volume['claim'] or volume['name'])
+            skipped = policy_skips(policies, claim) if claim else []
+            if skipped:
+                found.append('snapshot backups: resource policy %s skips PVC %s' % (', '.join(skipped), claim_name))
+            else:
+                missing.append('snapshot backups include PVC %s; no resource-policy ConfigMap skips it' % claim_name)
     unused = 'volume %s (%s) is in no backup mode in use' % (volume['name'], volume['type'])
     detail = '; '.join(missing or found) or unused
     return _item('cache_outside_snapshots', 'P3', name, not missing, detail, fix)
@@ -207,20 +236,27 @@ def kubernetes_alert_rules(rules) -> dict:
 
 
 def kubernetes_items(facts) -> list:
-    """The items for a Deployment. facts: deployments, pvcs and config_maps (of the workload's namespace),
-    velero_config_maps, selector, deployment (a name, or empty), container, cache (path), config_map and config_key
-    (vllm.yaml), backup_modes, rules (PrometheusRules, None without the CRD), store, probe."""
+    """The items for a workload of kind (facts kind: Deployment, StatefulSet or LeaderWorkerSet; Deployment when not
+    given). facts: workloads (or deployments: those of the kind read), pvcs and config_maps (of the workload's
+    namespace), velero_config_maps, selector, workload (or deployment: a name, or empty), container, cache (path),
+    config_map and config_key (vllm.yaml), backup_modes, rules (PrometheusRules, None without the CRD), store, probe."""
     cache_path = _need(facts, 'cache', dict).get('path', '')
     modes = facts.get('backup_modes', list(BACKUP_MODES))
     if not isinstance(modes, list) or not set(modes) <= set(BACKUP_MODES):
         raise AuditError('backup_modes must be a list of %s, got %r' % (', '.join(BACKUP_MODES), modes))
     config_maps = facts.get('config_maps') or []
+    kind = facts.get('kind') or 'Deployment'
+    workloads = facts.get('workloads') if 'workloads' in facts else facts.get('deployments')
+    if not isinstance(workloads, list):
+        raise AuditError('the audit facts have no list workloads; pass the facts the audit role gathered')
     try:
-        deployment = deployment_for(_need(facts, 'deployments', list), facts.get('selector', ''),
-                                    facts.get('deployment') or '')
-        volume = cache_volume(deployment, facts.get('container', 'vllm'), cache_path)
+        deployment = deployment_for(workloads, facts.get('selector', ''),
+                                    facts.get('workload') or facts.get('deployment') or '', kind)
+        volumes = template_volumes(deployment, facts.get('container', 'vllm'), cache_path, kind)
     except VeleroError as exc:
         raise AuditError(str(exc)) from exc
+    held = [(keys, volume) for keys, volume in volumes if volume]
+    volume = held[0][1] if held else None
     pvc = named(facts.get('pvcs'), volume['claim']) if volume and volume['claim'] else None
     config_map, key = facts.get('config_map', 'vllm-config'), facts.get('config_key', 'vllm.yaml')
     config = {'path': 'ConfigMap %s key %s' % (config_map, key),
@@ -228,9 +264,10 @@ def kubernetes_items(facts) -> list:
     return [
         cache_external({'path': cache_path, 'exists': volume is not None}, _need(facts, 'store', dict)),
         refresh_on_startup(config),
-        restore_hook(deployment, cache_path),
+        restore_hook(deployment, cache_path, kind, held or [(volumes[0][0], None)]),
         kubernetes_cache_outside_backups(deployment, volume, pvc,
-                                         (facts.get('velero_config_maps') or []) + config_maps, modes),
+                                         (facts.get('velero_config_maps') or []) + config_maps, modes, kind, held,
+                                         facts.get('pvcs') or []),
         kubernetes_alert_rules(facts.get('rules')),
         probe_session(_need(facts, 'probe', dict)),
     ]

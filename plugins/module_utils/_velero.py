@@ -11,6 +11,7 @@ Private helper of the inferops.vllm_dr collection; not a public API.
 from __future__ import annotations
 
 import posixpath
+import re
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
 
@@ -26,7 +27,7 @@ RESTORE_HOOKS = ('init.hook.restore.velero.io/', 'post.hook.restore.velero.io/')
 # The init container the purge role adds (vllm_dr_k8s_purge_method=init_container).
 PURGE_CONTAINER = 'purge-token-cache'
 # Pod volume types a PersistentVolume backs: volume snapshots take them; the others are never snapshotted.
-CLAIMED = ('persistentVolumeClaim', 'ephemeral')
+CLAIMED = ('persistentVolumeClaim', 'ephemeral', 'volumeClaimTemplate')
 
 
 class VeleroError(ValueError):
@@ -43,52 +44,146 @@ def _has_labels(labels, wanted) -> bool:
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
 
 
-def _template(deployment) -> dict:
-    if not isinstance(deployment, dict) or not isinstance(deployment.get('spec'), dict):
-        raise VeleroError('no Deployment was read; check vllm_dr_k8s_namespace and vllm_dr_k8s_deployment')
-    return deployment['spec'].get('template') or {}
+# Where each workload kind keeps its pod templates and its volumeClaimTemplates, as keys from the object's spec down.
+# A LeaderWorkerSet's leaders use leaderTemplate when it has one, workerTemplate otherwise.
+TEMPLATES = {
+    'Deployment': (('template',),),
+    'StatefulSet': (('template',),),
+    'LeaderWorkerSet': (('leaderWorkerTemplate', 'workerTemplate'), ('leaderWorkerTemplate', 'leaderTemplate')),
+}
+CLAIM_TEMPLATES = {'StatefulSet': ('volumeClaimTemplates',),
+                   'LeaderWorkerSet': ('leaderWorkerTemplate', 'volumeClaimTemplates')}
+# A volumeClaimTemplates claim, as the pod's volume list names it: a PersistentVolumeClaim <claim>-<pod> per pod.
+CLAIM_TEMPLATE = 'volumeClaimTemplate'
 
 
-def template_annotations(deployment) -> dict:
-    return dict((_template(deployment).get('metadata') or {}).get('annotations') or {})
+def _kind(kind: str) -> str:
+    if kind not in TEMPLATES:
+        raise VeleroError('workload kind %s is not supported; supported: %s' % (kind, ', '.join(sorted(TEMPLATES))))
+    return kind
 
 
-def deployment_for(deployments, selector: str, name: str = '') -> dict:
-    """The Deployment named, or else the one whose pods the selector (k=v,k2=v2) selects; VeleroError when none or
-    several do."""
+def _dig(obj, keys):
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def pod_templates(workload, kind: str = 'Deployment') -> list:
+    """[(keys from spec down, the pod template)] of the workload: one, or a LeaderWorkerSet's worker template and its
+    leader template when it has one."""
+    if not isinstance(workload, dict) or not isinstance(workload.get('spec'), dict):
+        raise VeleroError('no %s was read; check vllm_dr_k8s_namespace and vllm_dr_k8s_workload' % _kind(kind))
+    found = [(keys, _dig(workload['spec'], keys)) for keys in TEMPLATES[_kind(kind)]]
+    return [(keys, template) for index, (keys, template) in enumerate(found) if index == 0 or template] or []
+
+
+def _template(deployment, kind: str = 'Deployment') -> dict:
+    return pod_templates(deployment, kind)[0][1] or {}
+
+
+def template_name(keys) -> str:
+    return '.'.join(('spec',) + tuple(keys))
+
+
+def template_annotations(deployment, kind: str = 'Deployment', keys=None) -> dict:
+    template = _dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)
+    return dict(((template or {}).get('metadata') or {}).get('annotations') or {})
+
+
+def claim_templates(workload, kind: str = 'Deployment') -> list:
+    """The names of the workload's volumeClaimTemplates (a StatefulSet's, a LeaderWorkerSet's), none for a Deployment."""
+    keys = CLAIM_TEMPLATES.get(_kind(kind))
+    claims = _dig((workload or {}).get('spec') or {}, keys) if keys else None
+    return [(claim.get('metadata') or {}).get('name') for claim in claims or [] if isinstance(claim, dict)]
+
+
+def claim_pvcs(pvcs, claim: str, workload: str, kind: str) -> list:
+    """The PersistentVolumeClaims made from a volumeClaimTemplates claim, <claim>-<pod>: a StatefulSet's pod is
+    <workload>-<ordinal>, a LeaderWorkerSet's leader <workload>-<group> and its workers <workload>-<group>-<index>."""
+    pod = r'\d+' if kind == 'StatefulSet' else r'\d+(-\d+)?'
+    pattern = re.compile('^%s-%s-%s$' % (re.escape(claim), re.escape(workload), pod))
+    return sorted((item for item in pvcs or [] if pattern.match((item.get('metadata') or {}).get('name') or '')),
+                  key=lambda item: item['metadata']['name'])
+
+
+def deployment_for(deployments, selector: str, name: str = '', kind: str = 'Deployment') -> dict:
+    """The workload of `kind` named, or else the one whose pods the selector (k=v,k2=v2) selects; VeleroError when
+    none or several do."""
     deployments = [deployments] if isinstance(deployments, dict) else list(deployments or [])
+    named_by = 'vllm_dr_k8s_deployment' if kind == 'Deployment' else 'vllm_dr_k8s_workload'
     if name:
         found = [item for item in deployments if (item.get('metadata') or {}).get('name') == name]
         if not found:
-            raise VeleroError('Deployment %s not found; check vllm_dr_k8s_namespace and vllm_dr_k8s_deployment' % name)
+            raise VeleroError('%s %s not found; check vllm_dr_k8s_namespace, vllm_dr_k8s_kind and %s'
+                              % (kind, name, named_by))
         return found[0]
     wanted = dict(part.strip().split('=', 1) for part in selector.split(',') if '=' in part)
     if not wanted or '!' in selector or ' in ' in selector:
         raise VeleroError('vllm_dr_k8s_selector %r is not of the form key=value[,key=value]; set it, or name the '
-                          'Deployment with vllm_dr_k8s_deployment' % selector)
+                          '%s with %s' % (selector, kind, named_by))
     found = [item for item in deployments
-             if _has_labels((_template(item).get('metadata') or {}).get('labels'), wanted)]
+             if any(_has_labels(((template or {}).get('metadata') or {}).get('labels'), wanted)
+                    for template in [entry[1] for entry in pod_templates(item, kind)])]
     if len(found) != 1:
-        raise VeleroError('%d Deployments run pods that match %s (%s); name the one with vllm_dr_k8s_deployment'
-                          % (len(found), selector, ', '.join(item['metadata']['name'] for item in found) or 'none'))
+        other = ('' if found or kind != 'Deployment' else
+                 '; for a StatefulSet or a LeaderWorkerSet set vllm_dr_k8s_kind')
+        raise VeleroError('%d %ss run pods that match %s (%s); name the one with %s%s'
+                          % (len(found), kind, selector, ', '.join(item['metadata']['name'] for item in found)
+                             or 'none', named_by, other))
     return found[0]
 
 
-def cache_volume(deployment, container: str, cache_path: str):
-    """The pod volume that holds cache_path in the container (module_utils/_cache_path.py resolves it): name, type,
-    mount path, claim, sub_path and the path inside the volume; None when the cache is on the container's own file
-    system. VeleroError when the place cannot be resolved."""
-    try:
-        resolved = resolve(_template(deployment).get('spec') or {}, container, cache_path,
-                           'Deployment %s' % deployment['metadata']['name'])
-    except CachePathError as exc:
-        raise VeleroError(str(exc)) from exc
+def _pod_spec(workload, template, kind: str) -> dict:
+    """The pod template's spec, with the workload's volumeClaimTemplates as the volumes its pods get (each pod its own
+    PersistentVolumeClaim, which takes the place of a template volume of the same name)."""
+    spec = dict((template or {}).get('spec') or {})
+    claims = claim_templates(workload, kind)
+    if claims:
+        spec['volumes'] = ([{'name': name, CLAIM_TEMPLATE: {}} for name in claims]
+                           + [volume for volume in spec.get('volumes') or [] if volume.get('name') not in claims])
+    return spec
+
+
+def _volume(resolved: dict):
     if resolved['mount'] is None:
         return None
     claim = resolved['source'].get('claimName') if resolved['kind'] == 'persistentVolumeClaim' else None
+    if resolved['kind'] == CLAIM_TEMPLATE:
+        claim = resolved['volume']
     return {'name': resolved['volume'], 'type': resolved['kind'], 'mount_path': resolved['mount']['mountPath'],
             'claim': claim, 'sub_path': resolved['sub_path_expr'] or resolved['sub_path'],
             'path_in_volume': resolved['path_in_volume'], 'location': resolved['location']}
+
+
+def template_volumes(workload, container: str, cache_path: str, kind: str = 'Deployment') -> list:
+    """[(keys of the pod template, the volume that holds cache_path there or None)] for each pod template of the
+    workload whose pods run the container; VeleroError when none does, or the place cannot be resolved."""
+    name = '%s %s' % (_kind(kind), (workload.get('metadata') or {}).get('name') if isinstance(workload, dict) else '')
+    found, missing = [], None
+    for keys, template in pod_templates(workload, kind):
+        owner = name if len(TEMPLATES[kind]) == 1 else '%s %s' % (name, template_name(keys))
+        try:
+            resolved = resolve(_pod_spec(workload, template, kind), container, cache_path, owner)
+        except CachePathError as exc:
+            # a LeaderWorkerSet template without the container runs no vLLM (a leader that only coordinates)
+            if 'has no container' in str(exc) and len(TEMPLATES[kind]) > 1:
+                missing = missing or exc
+                continue
+            raise VeleroError(str(exc)) from exc
+        found.append((keys, _volume(resolved)))
+    if not found:
+        raise VeleroError(str(missing))
+    return found
+
+
+def cache_volume(deployment, container: str, cache_path: str, kind: str = 'Deployment'):
+    """The pod volume that holds cache_path in the container (module_utils/_cache_path.py resolves it): name, type,
+    mount path, claim (the claim's name; for a volumeClaimTemplates claim, type volumeClaimTemplate, the template's),
+    sub_path and the path inside the volume; None when the cache is on the container's own file system in every pod
+    template. VeleroError when the place cannot be resolved."""
+    volumes = [entry[1] for entry in template_volumes(deployment, container, cache_path, kind)]
+    return next((volume for volume in volumes if volume), None)
 
 
 def excludes(value) -> list:
@@ -205,19 +300,41 @@ def named(objects, name):
     return next((item for item in objects or [] if (item.get('metadata') or {}).get('name') == name), None)
 
 
+def _nested(keys, value) -> dict:
+    for key in reversed(keys):
+        value = {key: value}
+    return value
+
+
+def _merge(into: dict, patch: dict) -> dict:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
 def exclusion_plan(deployments, pvcs=(), config_maps=(), container='vllm', cache_path='', present=True,
                    exclusions=('annotation', 'resource_policy'), policy_name='vllm-dr-token-cache',
-                   velero_namespace='velero', selector='app=vllm', name='') -> dict:
+                   velero_namespace='velero', selector='app=vllm', name='', kind='Deployment') -> dict:
     """Every change that keeps the cache's volume out of (or lets it back into) Velero backups, decided before any
-    is made; VeleroError names what stops it. deployments, pvcs: those of the workload's namespace; config_maps:
-    those of Velero's namespace."""
-    deployment = deployment_for(deployments, selector, name)
-    config_map = named(config_maps, policy_name)
-    unknown = [name for name in exclusions if name not in ('annotation', 'resource_policy')]
+    is made; VeleroError names what stops it. deployments: the workloads of `kind` (Deployment, StatefulSet,
+    LeaderWorkerSet), pvcs: those of the workload's namespace; config_maps: those of Velero's namespace.
+
+    Returns deployment (the workload's name), volume, annotation (the first pod template's change), annotations (one
+    per pod template that holds the cache on a volume: template, the change), workload_patch (the one merge patch of
+    the workload, {} when nothing changes), claims (each PersistentVolumeClaim to label: name, patch, changed; a
+    volumeClaimTemplates claim has one per pod), label (the first claim's), policy, notes, diff, changed."""
+    unknown = [item for item in exclusions if item not in ('annotation', 'resource_policy')]
     if unknown or not exclusions:
         raise VeleroError('vllm_dr_harden_exclusions %s: choose annotation, resource_policy or both' % list(exclusions))
-    volume = cache_volume(deployment, container, cache_path)
-    where = 'Deployment %s' % deployment['metadata']['name']
+    deployment = deployment_for(deployments, selector, name, kind)
+    workload_name = deployment['metadata']['name']
+    config_map = named(config_maps, policy_name)
+    held = [(keys, volume) for keys, volume in template_volumes(deployment, container, cache_path, kind) if volume]
+    volume = held[0][1] if held else None
+    where = '%s %s' % (kind, workload_name)
     if volume is None:
         raise VeleroError('container %s of %s mounts no volume that holds %s, so no backup includes it and there is '
                           'nothing to exclude; check vllm_dr_cache_path and vllm_dr_k8s_container'
@@ -226,28 +343,47 @@ def exclusion_plan(deployments, pvcs=(), config_maps=(), container='vllm', cache
         raise VeleroError('the token cache %s is on hostPath volume %s of %s: Velero never backs up hostPath volumes, '
                           'but snapshots of the node\'s disk do; move the cache to an emptyDir or a PVC of its own'
                           % (cache_path, volume['name'], where))
-    plan = {'deployment': deployment['metadata']['name'], 'volume': volume, 'annotation': None, 'label': None,
-            'policy': None, 'notes': [], 'diff': []}
+    plan = {'deployment': workload_name, 'kind': kind, 'volume': volume, 'annotation': None, 'annotations': [],
+            'workload_patch': {}, 'claims': [], 'label': None, 'policy': None, 'notes': [], 'diff': []}
     if 'annotation' in exclusions:
-        plan['annotation'] = annotation_patch(template_annotations(deployment), volume['name'], present)
-        if plan['annotation']['changed']:
-            plan['diff'].append('%s pod template, %s: %s -> %s (the pod template changed: this starts a rollout)'
-                                % (where, EXCLUDES, plan['annotation']['before'], plan['annotation']['after']))
+        several = len(TEMPLATES[kind]) > 1
+        for keys, held_volume in held:
+            change = annotation_patch(template_annotations(deployment, kind, keys), held_volume['name'], present)
+            plan['annotations'].append({'template': template_name(keys), 'change': change})
+            if change['changed']:
+                _merge(plan['workload_patch'], {'spec': _nested(keys, {'metadata': {'annotations': change['patch']}})})
+                plan['diff'].append('%s %s, %s: %s -> %s (the pod template changed: this starts a rollout)'
+                                    % (where, template_name(keys) if several else 'pod template', EXCLUDES,
+                                       change['before'], change['after']))
+        plan['annotation'] = plan['annotations'][0]['change']
     if 'resource_policy' in exclusions:
-        pvc = named(pvcs, volume['claim']) if volume['claim'] else None
-        if volume['type'] not in CLAIMED or (volume['type'] == 'persistentVolumeClaim' and not pvc):
+        if volume['type'] == CLAIM_TEMPLATE:
+            claims = claim_pvcs(pvcs, volume['claim'], workload_name, kind)
+            missing = ('no PersistentVolumeClaim of volumeClaimTemplates claim %s (%s-%s-<ordinal>) was found: no '
+                       'resource policy applied' % (volume['claim'], volume['claim'], workload_name))
+        else:
+            claims = [named(pvcs, volume['claim'])] if volume['claim'] and named(pvcs, volume['claim']) else []
+            missing = 'PersistentVolumeClaim %s was not found: no resource policy applied' % volume['claim']
+        if volume['type'] not in CLAIMED:
             plan['notes'].append('volume %s is %s, which volume snapshots never take: no resource policy needed'
-                                 % (volume['name'], volume['type']) if volume['type'] not in CLAIMED else
-                                 'PersistentVolumeClaim %s was not found: no resource policy applied' % volume['claim'])
+                                 % (volume['name'], volume['type']))
         elif volume['type'] == 'ephemeral':
             plan['notes'].append('volume %s is a generic ephemeral volume, whose PVC gets no label from here: label its '
                                  'volumeClaimTemplate with %s=true for the resource policy' % (volume['name'], CACHE_LABEL))
+        elif not claims:
+            plan['notes'].append(missing)
         else:
-            plan['label'] = label_patch(pvc, present)
+            for pvc in claims:
+                label = label_patch(pvc, present)
+                plan['claims'].append(dict(label, name=pvc['metadata']['name']))
+                if label['changed']:
+                    plan['diff'].append('PersistentVolumeClaim %s, label %s: %s' % (
+                        pvc['metadata']['name'], CACHE_LABEL, 'added' if present else 'removed'))
+            plan['label'] = {key: plan['claims'][0][key] for key in ('patch', 'changed')}
             plan['policy'] = policy_plan(config_map, policy_name, velero_namespace, present)
-            if plan['label']['changed']:
-                plan['diff'].append('PersistentVolumeClaim %s, label %s: %s' % (
-                    volume['claim'], CACHE_LABEL, 'added' if present else 'removed'))
+            if volume['type'] == CLAIM_TEMPLATE and present:
+                plan['notes'].append('the PersistentVolumeClaim of a pod added later gets no label: run dr_harden.yml '
+                                     'again after a scale-up')
             if plan['policy']['changed']:
                 plan['diff'].append('ConfigMap %s/%s volumePolicies: %s -> %s' % (
                     velero_namespace, policy_name, plan['policy']['before'] or '[]', plan['policy']['after'] or
@@ -286,11 +422,13 @@ def policy_skips(config_maps, pvc) -> list:
     return found
 
 
-def restore_purge(deployment, cache_path: str) -> list:
+def restore_purge(deployment, cache_path: str, kind: str = 'Deployment', keys=None) -> list:
     """What purges the cache when a restored pod starts: Velero restore-hook annotations, or an init container that
-    is the purge role's or names the cache file."""
-    found = ['annotation %s' % key for key in sorted(template_annotations(deployment)) if key.startswith(RESTORE_HOOKS)]
-    for init in (_template(deployment).get('spec') or {}).get('initContainers') or []:
+    is the purge role's or names the cache file; in the pod template at `keys` (from spec down), or the first."""
+    template = (_dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)) or {}
+    found = ['annotation %s' % key for key in sorted(template_annotations(deployment, kind, keys))
+             if key.startswith(RESTORE_HOOKS)]
+    for init in (template.get('spec') or {}).get('initContainers') or []:
         words = ' '.join(str(part) for part in (init.get('command') or []) + (init.get('args') or []))
         if init.get('name') == PURGE_CONTAINER or posixpath.basename(cache_path) in words:
             found.append('init container %s' % init.get('name'))
