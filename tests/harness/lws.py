@@ -183,7 +183,8 @@ def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache
 
     The container's workingDir is the lab's data directory, so that a relative cache path names each pod's own copy
     (pod_directories() gives each pod its directory there). `cache_in` all: the worker template mounts the claim too,
-    every pod holds a copy; leader: a leader template mounts it, the workers' does not. With `backups`, the claim is
+    every pod holds a copy; leader: a leader template mounts it, the workers' does not; both: a leader template and the
+    worker template, each mounts it. With `backups`, the claim is
     mounted there a second time: the purge's backup directory on the cache's volume, one directory of this machine for
     every pod (each backup's name is its own), from which each is fetched (harness.k8s.pod_volume_python() shows each
     pod its own directory at the cache's path only).
@@ -204,11 +205,11 @@ def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache
                          'volumes': [{'name': 'config', 'configMap': {'name': 'vllm-config'}}]}}
 
     leader_worker = {'size': size, 'restartPolicy': 'RecreateGroupOnPodRestart',
-                     'workerTemplate': template(cache_in == 'all'),
+                     'workerTemplate': template(cache_in in ('all', 'both')),
                      'volumeClaimTemplates': [{'metadata': {'name': CACHE_CLAIM},
                                                'spec': {'accessModes': ['ReadWriteOnce'], 'storageClassName': '',
                                                         'resources': {'requests': {'storage': '1Gi'}}}}]}
-    if cache_in == 'leader':
+    if cache_in in ('leader', 'both'):
         leader_worker['leaderTemplate'] = template(True)
     workload = {'apiVersion': LWS_API, 'kind': 'LeaderWorkerSet',
                 'metadata': {'name': 'vllm', 'namespace': namespace, 'labels': {'app': 'vllm'}},
