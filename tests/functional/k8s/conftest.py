@@ -33,7 +33,7 @@ def control_plane_restarts(request):
     kube = request.getfixturevalue('kube') if 'kube' in request.fixturenames else None
     before = len(kube.component_restarts) if kube else 0
     yield
-    for name, _, log_tail in kube.component_restarts[before:] if kube else []:
+    for name, _when, log_tail in kube.component_restarts[before:] if kube else []:
         warnings.warn(f'{name} exited during this test and was started again; its last log lines:\n{log_tail}')
 
 
