@@ -190,8 +190,22 @@ class KubeCluster:
                 self.kubectl('get', '--raw', '/readyz')
                 return
             except KubeError:
-                assert time.monotonic() < deadline, 'the API server did not come back'
+                if time.monotonic() > deadline:
+                    raise AssertionError(f'the API server did not come back in {timeout:.0f} s; '
+                                         f'what listens on its port: {self._api_port_holders()}') from None
                 time.sleep(0.5)
+
+    def _api_port_holders(self) -> str:
+        try:
+            argv = self._cmdline(self.component_pids()['kube-apiserver']) if self.owned else []
+        except (OSError, KeyError):
+            argv = []
+        port = next((arg.split('=', 1)[1] for arg in argv if arg.startswith('--secure-port=')), '')
+        if not port:
+            return 'unknown'
+        out = subprocess.run(['ss', '-Hltnp', f'sport = :{port}'], capture_output=True, text=True, check=False)
+        return out.stdout.strip() or f'nothing on {port}'
+
 
     @property
     def kubectl_path(self) -> str:
