@@ -265,7 +265,8 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
         line = (f'pod {pod} of {kind} {deployment} in namespace {namespace} was replaced during the purge (a new pod '
                 'of that name, or none, runs now), so whether the new one started on the purged cache cannot be told')
         if pod in not_copied:
-            line += f"; its backup was not copied and stays on the pod's volume: {', '.join(p for p, _ in not_copied[pod])}"
+            paths = ', '.join(copy[0] for copy in not_copied[pod])
+            line += f"; its backup was not copied and stays on the pod's volume: {paths}"
         lines.append(line)
     for result in failed:
         pod = _loop_pod(result)
@@ -279,7 +280,7 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
     for pod, copies in not_copied.items():
         if pod in judged:
             continue
-        paths = ', '.join(path for path, _ in copies)
+        paths = ', '.join(copy[0] for copy in copies)
         if pod not in now:
             lines.append(f'pod {pod} of {kind} {deployment} in namespace {namespace} went away after its cache was '
                          f"purged, before its backup was copied: the backup stays on the pod's volume: {paths}")

@@ -164,11 +164,14 @@ def test_drill_exit_code_tells_the_truth_when_the_recovery_does_not_work(healthy
 
 def test_concurrent_runs_sharing_a_report_directory_keep_their_own_reports_and_name_them(healthy_lab):
     """Two runs at the same time, one report directory: one passes, one fails (its health URL answers nothing).
-    Each writes a directory of its own, and the failed run's message names its own report, which says FAILED."""
+    Each writes a directory of its own, and the failed run's message names its own report, which says FAILED.
+    Each probes a session of its own: two probes of one session at once present the same refresh token, the provider
+    rotates it on the first, and the service logs the second's refusal, which the other run's log check would see."""
     with ThreadPoolExecutor(2) as pool:
         passing = pool.submit(playbook, healthy_lab, 'dr_restore.yml', '--tags', 'validate')
         failing = pool.submit(playbook, healthy_lab, 'dr_restore.yml', '--tags', 'validate',
-                              '-e', 'vllm_dr_health_url=http://127.0.0.1:9/healthz', '-e', 'vllm_dr_health_timeout=2')
+                              '-e', 'vllm_dr_health_url=http://127.0.0.1:9/healthz', '-e', 'vllm_dr_health_timeout=2',
+                              '-e', 'vllm_dr_probe_session=s1')
         (rc_passed, passed_output), (rc_failed, failed_output) = passing.result(), failing.result()
     assert rc_passed == 0, passed_output[-3000:]
     assert rc_failed != 0, failed_output[-3000:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -55,3 +56,20 @@ def test_a_rerun_restarts_the_service_a_run_left_unrestarted(lab):
     assert rc == 0, output[-3000:]
     assert 'Record that this run changes the service and restarts it' in output
     assert not os.path.exists(record)
+
+
+def test_a_run_that_changed_nothing_clears_its_record_even_with_a_restart_time_given(lab):
+    """vllm_dr_restarted_at is also an input (validate's, as an extra variable that wins over the run's own): given,
+    it must not make a run that changed nothing look restarted and leave its record behind for the next run."""
+    rc, output = playbook(lab.inventory_path, 'dr_restore.yml')
+    assert rc == 0, output[-3000:]
+    host = lab.inventory(None)['all']['children']['vllm']['hosts']['lab']
+    record = os.path.join(host['vllm_dr_backup_dir'], 'restart-pending-lab.json')
+    now = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+    # a forced run with nothing to purge: no cache at the path it is given, the sessions fresh, the configuration set
+    rc, output = playbook(lab.inventory_path, 'dr_restore.yml', '-e', json.dumps({
+        'vllm_dr_force': True, 'vllm_dr_restarted_at': now,
+        'vllm_dr_cache_path': os.path.join(os.path.dirname(host['vllm_dr_cache_path']), 'no_cache_here.db')}))
+    assert rc == 0, output[-3000:]
+    assert 'Record that this run changes the service and restarts it' in output
+    assert not os.path.exists(record), output[-3000:]

@@ -161,6 +161,27 @@ class KubeCluster:
         with open(os.path.join(cluster_dir, 'pids', f'{name}.pid'), 'w', encoding='utf-8') as handle:
             handle.write(str(process.pid))
 
+    def runs_pods(self, timeout: float = 60) -> str:
+        """'' when a new pod is scheduled and running within `timeout`, else why not (the API server, the scheduler or
+        kwok is down): the suite's check that its control plane still works after a test's set-up failed."""
+        namespace, name = 'vllm-dr-suite-probe', f'probe-{int(time.time() * 1000)}'
+        try:
+            self.apply({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': namespace}},
+                       {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name, 'namespace': namespace},
+                        'spec': {'containers': [{'name': 'probe', 'image': 'busybox'}]}})
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                pod = self.get('pod', name, namespace)
+                if pod['status'].get('phase') == 'Running':
+                    return ''
+                time.sleep(1)
+            return (f"a new pod was not running after {timeout:.0f} s (node {pod['spec'].get('nodeName') or 'none'}, "
+                    f"phase {pod['status'].get('phase')}); components: {self.component_pids()}")
+        except (KubeError, subprocess.TimeoutExpired) as exc:
+            return f'the API server did not answer: {str(exc)[:300]}'
+        finally:
+            self.kubectl('-n', namespace, 'delete', 'pod', name, '--wait=false', '--ignore-not-found', check=False)
+
     def wait_ready(self, timeout: float = 60) -> None:
         """Wait until the API server answers /readyz again (after start_component)."""
         deadline = time.monotonic() + timeout
@@ -169,8 +190,22 @@ class KubeCluster:
                 self.kubectl('get', '--raw', '/readyz')
                 return
             except KubeError:
-                assert time.monotonic() < deadline, 'the API server did not come back'
+                if time.monotonic() > deadline:
+                    raise AssertionError(f'the API server did not come back in {timeout:.0f} s; '
+                                         f'what listens on its port: {self._api_port_holders()}') from None
                 time.sleep(0.5)
+
+    def _api_port_holders(self) -> str:
+        try:
+            argv = self._cmdline(self.component_pids()['kube-apiserver']) if self.owned else []
+        except (OSError, KeyError):
+            argv = []
+        port = next((arg.split('=', 1)[1] for arg in argv if arg.startswith('--secure-port=')), '')
+        if not port:
+            return 'unknown'
+        out = subprocess.run(['ss', '-Hltnp', f'sport = :{port}'], capture_output=True, text=True, check=False)
+        return out.stdout.strip() or f'nothing on {port}'
+
 
     @property
     def kubectl_path(self) -> str:

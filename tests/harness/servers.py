@@ -38,6 +38,9 @@ class ServerError(RuntimeError):
 _HANDED_OUT = set()
 
 
+KWOKCTL_PORTS_BELOW, KWOKCTL_PORTS_ROOM = 32767, 1000
+
+
 def _ephemeral_low() -> int:
     """The first port of the kernel's ephemeral range (ip_local_port_range; Linux's default starts at 32768)."""
     try:
@@ -54,13 +57,15 @@ def free_port() -> int:
     (bind(0), closed again) was now and then taken by a connection of a test running beside, before the server bound
     it. Below that range only servers that pick their port themselves bind.
     """
-    low = _ephemeral_low()
+    # kwokctl gives the suite's control plane the free ports counting down from 32767 (GetUnusedPort), and the API
+    # server binds its port again when a test restarts it: a server of a test running beside must not be there then
+    high = min(_ephemeral_low(), KWOKCTL_PORTS_BELOW) - KWOKCTL_PORTS_ROOM - 1
     for _attempt in range(200):
-        port = random.randint(10000, max(10001, low - 1))
+        port = random.randint(10000, max(10001, high))
         if port not in _HANDED_OUT and _can_bind(port):
             _HANDED_OUT.add(port)
             return port
-    raise ServerError(f'no free loopback port between 10000 and {low - 1}')
+    raise ServerError(f'no free loopback port between 10000 and {high}')
 
 
 def _can_bind(*ports: int) -> bool:

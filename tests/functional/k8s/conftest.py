@@ -27,13 +27,32 @@ def kube(tmp_path_factory):
         yield cluster
 
 
+BROKEN = {}  # why the suite's control plane no longer runs pods, once a set-up failure found it so
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
+    """After a test's set-up failed, check that the control plane still runs a new pod. When it does not, every later
+    test of the suite fails at once naming why, instead of each waiting out its own time limit (a whole CI run)."""
+    outcome = yield
+    report = outcome.get_result()
+    kube = getattr(item, 'funcargs', {}).get('kube')
+    if report.when == 'setup' and report.failed and not BROKEN and kube is not None and kube.owned:
+        why = kube.runs_pods()
+        if why:
+            BROKEN.update(test=item.nodeid, why=why)
+
+
 @pytest.fixture(autouse=True)
 def control_plane_restarts(request):
     """Names, after a test, a control-plane process that exited by itself during it and was started again."""
+    if BROKEN:
+        pytest.fail(f"the suite's control plane stopped running pods after the set-up of {BROKEN['test']} failed: "
+                    f"{BROKEN['why']}", pytrace=False)
     kube = request.getfixturevalue('kube') if 'kube' in request.fixturenames else None
     before = len(kube.component_restarts) if kube else 0
     yield
-    for name, _, log_tail in kube.component_restarts[before:] if kube else []:
+    for name, _when, log_tail in kube.component_restarts[before:] if kube else []:
         warnings.warn(f'{name} exited during this test and was started again; its last log lines:\n{log_tail}')
 
 
