@@ -206,7 +206,6 @@ class KubeCluster:
         out = subprocess.run(['ss', '-Hltnp', f'sport = :{port}'], capture_output=True, text=True, check=False)
         return out.stdout.strip() or f'nothing on {port}'
 
-
     @property
     def kubectl_path(self) -> str:
         return os.path.join(self.bin_dir, 'kubectl')
