@@ -77,13 +77,30 @@ def current_hash(workload) -> str:
     raise AssertionError('no ReplicaSet at the Deployment revision')
 
 
-def cluster_state(workload) -> dict:
-    """Everything in the namespace the runbook could change, by resourceVersion."""
+def cluster_state(workload, quiet: float = 1.0, timeout: float = 30.0) -> dict:
+    """Everything in the namespace the runbook could change, by resourceVersion, once the controllers are done with
+    what the test itself changed: every Deployment's status observed its generation, and two reads `quiet` seconds
+    apart agree (a Deployment just paused or resumed gets its status written a moment later; taken before that, the
+    controller's write would count as the run's)."""
     kube, namespace = workload.kube, workload.namespace
-    items = {}
-    for kind in ('deployments', 'replicasets', 'pods', 'configmaps'):
-        for item in kube.get(kind, namespace=namespace)['items']:
-            items[f"{kind}/{item['metadata']['name']}"] = item['metadata']['resourceVersion']
+
+    def read() -> tuple:
+        items, settled = {}, True
+        for kind in ('deployments', 'replicasets', 'pods', 'configmaps'):
+            for item in kube.get(kind, namespace=namespace)['items']:
+                items[f"{kind}/{item['metadata']['name']}"] = item['metadata']['resourceVersion']
+                if kind == 'deployments':
+                    settled &= item.get('status', {}).get('observedGeneration') == item['metadata'].get('generation')
+        return items, settled
+
+    deadline = time.monotonic() + timeout
+    items, settled = read()
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again, settled_again = read()
+        if settled and settled_again and again == items:
+            break
+        items, settled = again, settled_again
     return items
 
 
