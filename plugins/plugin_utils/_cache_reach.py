@@ -105,8 +105,9 @@ def cache_reach(workload: dict, pods: list, cache_path: str, container_name: str
         if method == 'init_container':
             decided['init'] = init_mount(resolved, spec)
             decided['backup_dir'] = backup_dir(resolved, spec, pod_backup_dir, mount=decided['init']['mount'])
-        elif resolved['mount'] is not None:
-            # the restart alone purges a cache that dies with its pod: nothing to reach inside the container then
+        elif resolved['mount'] is not None and not (dies_with_pod and mode != 'every_pod' and method == 'exec'):
+            # the restart alone purges a cache that dies with its pod: exec reaches nothing inside the container then,
+            # deletes nothing there, and needs no backup directory (Velero's restore hook still keeps its backups)
             problem = exec_problem(resolved) if not dies_with_pod else None
             if problem:
                 raise CachePathError(problem)

@@ -58,9 +58,10 @@ TABLE = [
     ('subPathExpr', [{'name': 'data', 'mountPath': '/var/lib/vllm', 'subPathExpr': '$(POD_NAME)'}], PVC, None,
      '/var/lib/vllm/token_cache.db', '/var/lib/vllm/token_cache.db', '$(POD_NAME)/token_cache.db', 'per_pod',
      '/var/lib/vllm/.vllm_dr_backups', {'name': 'data', 'mountPath': '/var/lib/vllm', 'subPathExpr': '$(POD_NAME)'}),
+    # the restart purges it: nothing is deleted inside the pods by exec, so no backup directory there
     ('emptyDir', [{'name': 'data', 'mountPath': '/var/lib/vllm'}], EMPTY_DIR, None,
      '/var/lib/vllm/token_cache.db', '/var/lib/vllm/token_cache.db', 'token_cache.db', 'restart',
-     '/var/lib/vllm/.vllm_dr_backups', {'name': 'data', 'mountPath': '/var/lib/vllm'}),
+     None, {'name': 'data', 'mountPath': '/var/lib/vllm'}),
     ('hostPath, file subPath', [{'name': 'data', 'mountPath': '/var/lib/vllm/token_cache.db', 'subPath': 'x.db'}],
      HOST_PATH, None, '/var/lib/vllm/token_cache.db', '/var/lib/vllm/token_cache.db', 'x.db', 'per_node',
      '/var/lib/vllm/token_cache.db is itself the mount point', {'name': 'data', 'mountPath': '/var/lib/vllm'}),

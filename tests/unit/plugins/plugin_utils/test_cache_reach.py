@@ -86,3 +86,15 @@ def test_the_deepest_mount_above_the_cache_decides():
 def test_a_mount_path_that_only_shares_a_prefix_does_not_hold_the_cache():
     decided = reach({'persistentVolumeClaim': {'claimName': 'x'}}, mount_path='/var/lib/vl')
     assert decided['strategy'] == 'restart' and decided['volume'] is None
+
+
+def test_a_cache_the_restart_purges_needs_no_backup_directory_on_its_volume():
+    """Nothing is deleted inside the pods (the restart replaces the emptyDir): a backup directory set for the runs on a
+    persistent volume, elsewhere in the pod, is no reason to refuse."""
+    decided = cache_reach(deployment({'emptyDir': {}}), PODS, '/var/lib/vllm/token_cache.db', 'vllm',
+                          pod_backup_dir='/srv/backups')
+    assert decided['strategy'] == 'restart' and decided['problem'] is None and decided['backup_dir'] is None
+    # read and purged in every pod when asked: then the backups must be on the cache's volume
+    decided = cache_reach(deployment({'emptyDir': {}}), PODS, '/var/lib/vllm/token_cache.db', 'vllm',
+                          pod_backup_dir='/srv/backups', mode='every_pod')
+    assert decided['problem'].startswith('vllm_dr_k8s_pod_backup_dir /srv/backups is not on volume data')
