@@ -127,12 +127,7 @@ class KubeCluster:
             self._stopped.add(name)
             os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and os.path.exists(f'/proc/{pid}'):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    break
-            except ChildProcessError:
-                pass
+        while time.monotonic() < deadline and self._alive(pid):
             time.sleep(0.1)
         return argv
 
