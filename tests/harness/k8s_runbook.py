@@ -132,3 +132,31 @@ def service_account_kubeconfig(workload, tmp_path) -> str:
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return str(path)
+
+
+def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
+    """The runbook run with the node cordoned, so that the rollout of its restart cannot finish; once `restarted()`
+    says the restart began, and its wait has begun reading the workload, the API server is stopped for `seconds`, and
+    the run must still be going then. The node is uncordoned after: (rc, output)."""
+    kube, outcome = workload.kube, {}
+
+    def runbook():
+        outcome['rc'], outcome['output'] = run(workload)
+
+    kube.kubectl('cordon', 'kwok-node-0')
+    thread = threading.Thread(target=runbook)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not restarted():
+            assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
+            time.sleep(0.5)
+        time.sleep(2)  # the wait has begun reading the workload
+        with kube.api_server_down(seconds):
+            assert thread.is_alive(), outcome['output'][-4000:]  # the run did not give up on the first failed read
+        # the pods' stand-in kubelet could not read the API server meanwhile either: that was the point
+        workload.runtime.errors.clear()
+    finally:
+        kube.kubectl('uncordon', 'kwok-node-0', check=False)
+        thread.join(timeout=400)
+    return outcome['rc'], outcome['output']

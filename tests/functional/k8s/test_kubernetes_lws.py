@@ -12,14 +12,12 @@ import glob
 import os
 import re
 import shlex
-import threading
-import time
 import uuid
 
 import pytest
 
 from harness.k8s import KubeError, pod_directories, pod_volume_python
-from harness.k8s_runbook import report, run
+from harness.k8s_runbook import report, run, run_through_api_outage
 from harness.lws import LwsGatewayRuntime, delete_lws_workload, lws_pod_names, lws_ready, lws_vllm_workload
 from harness.playbooks import playbook
 from lab.labctl import Lab
@@ -160,7 +158,6 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
     kube = workload.kube
     if not kube.owned:
         pytest.skip('stops the API server: only on the suite\'s own cluster')
-    outcome = {}
 
     def restarted():
         try:
@@ -169,22 +166,8 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
         except (KubeError, Exception):  # pylint: disable=broad-except
             return False
 
-    kube.kubectl('cordon', 'kwok-node-0')
-    thread = threading.Thread(target=lambda: outcome.update(zip(('rc', 'output'), run(workload))))
-    thread.start()
-    try:
-        deadline = time.monotonic() + 300
-        while not restarted():
-            assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
-            time.sleep(0.5)
-        time.sleep(2)  # the wait has begun reading the LeaderWorkerSet
-        with kube.api_server_down(6):
-            assert thread.is_alive(), outcome['output'][-4000:]
-        workload.runtime.errors.clear()
-    finally:
-        kube.kubectl('uncordon', 'kwok-node-0', check=False)
-        thread.join(timeout=400)
-    assert outcome['rc'] == 0, outcome['output'][-6000:]
+    rc, output = run_through_api_outage(workload, restarted)
+    assert rc == 0, output[-6000:]
     assert report(workload)['validation']['failed'] == []
 
 

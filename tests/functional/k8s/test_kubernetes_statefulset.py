@@ -11,7 +11,6 @@ import re
 import shlex
 import sqlite3
 import subprocess
-import threading
 import time
 import uuid
 
@@ -19,7 +18,7 @@ import pytest
 
 from conftest import Workload
 from harness.k8s import GatewayRuntime, KubeError, delete_workload, pod_volume_python, statefulset_workload
-from harness.k8s_runbook import report, run
+from harness.k8s_runbook import report, run, run_through_api_outage
 from harness.playbooks import playbook
 from lab.labctl import Lab
 from test_kubernetes_rbac_per_playbook import grant, kubeconfig_of, shipped_roles
@@ -335,7 +334,6 @@ def test_the_statefulset_rollout_wait_outlasts_an_api_server_restart(statefulset
     kube = workload.kube
     if not kube.owned:
         pytest.skip('stops the API server: only on the suite\'s own cluster')
-    outcome = {}
 
     def restarted() -> bool:
         try:
@@ -344,28 +342,11 @@ def test_the_statefulset_rollout_wait_outlasts_an_api_server_restart(statefulset
             return False
         return 'kubectl.kubernetes.io/restartedAt' in (template['metadata'].get('annotations') or {})
 
-    def runbook():
-        outcome['rc'], outcome['output'] = run(workload)
-
     # the run's deadline covers the API server's restart, which takes a while on a loaded machine
     workload.write_inventory(vllm_dr_k8s_rollout_timeout=300)
     # the replaced pod cannot be scheduled: the rollout is still in progress when the API server goes away
-    kube.kubectl('cordon', 'kwok-node-0')
-    thread = threading.Thread(target=runbook)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 300
-        while not restarted():
-            assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
-            time.sleep(0.5)
-        time.sleep(2)  # the wait has begun reading the StatefulSet
-        with kube.api_server_down(6):
-            assert thread.is_alive(), outcome['output'][-4000:]
-        workload.runtime.errors.clear()
-    finally:
-        kube.kubectl('uncordon', 'kwok-node-0', check=False)
-        thread.join(timeout=400)
-    assert outcome['rc'] == 0, outcome['output'][-6000:]
+    rc, output = run_through_api_outage(workload, restarted)
+    assert rc == 0, output[-6000:]
     assert report(workload)['validation']['failed'] == []
     revision = update_revision(workload)
     assert all(pod['metadata']['labels'][REVISION] == revision for pod in pods_by_name(workload).values())
