@@ -54,12 +54,13 @@ deps:
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
 # Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
-# of the time, with Molecule, the AWX jobs and the dependency floors; every other gate in the other (the lanes are
-# balanced by the gate times the run's table prints). Every gate runs even when an earlier one
-# is red; the run still exits non-zero, after a table of each gate's time and result. VLLM_DR_LANES=1: in turn.
-# `make cores` (every sanity test under every core) stays a gate of its own.
-LANE_K8S := integration-k8s molecule aap floors
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick
+# of the time, with the dependency floors (whose runbook tests start a control plane of their own: never beside the
+# suite's, whose API server a second kwokctl cluster could take the port of while a test has it stopped); every other
+# gate in the other (the lanes are balanced by the gate times the run's table prints). Every gate runs even when an
+# earlier one is red; the run still exits non-zero, after a table of each gate's time and result.
+# VLLM_DR_LANES=1: in turn. `make cores` (every sanity test under every core) stays a gate of its own.
+LANE_K8S := integration-k8s floors
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick molecule aap
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
