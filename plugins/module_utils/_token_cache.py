@@ -672,6 +672,8 @@ def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | No
             after.update(rows=found['rows'] + result['restored_rows'])
     result['changed'] = bool(result['removed_rows'] or result['removed_files'] or result['restored_files']
                              or result.get('restored_rows'))
+    # what a copy of each backup must hash to (a copy to the controller is checked against it)
+    result['backup_checksums'] = {path: file_digest(path) for path in result['backup_files']}
     result['diff'] = {'before': before, 'after': after}
     return result
 

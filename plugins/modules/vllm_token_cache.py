@@ -227,6 +227,12 @@ backup_files:
   elements: str
   returned: always
   sample: ["/var/lib/vllm/token_cache.db.20240715T031500.000000Z.bak"]
+backup_checksums:
+  description:
+    - The SHA-256 of each file in RV(backup_files), as written, so that a copy of a backup can be checked.
+  type: dict
+  returned: always
+  sample: {"/var/lib/vllm/token_cache.db.20240715T031500.000000Z.bak": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
 """
 
 from ansible.module_utils.basic import AnsibleModule

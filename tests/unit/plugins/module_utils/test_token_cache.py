@@ -330,12 +330,15 @@ def test_absent_removes_database_and_sidecars_after_backing_them_up(tmp_path, ca
         suffix = name[len('token_cache.db'):]
         assert file_digest(backups[suffix]) == digest
         assert stat.S_IMODE(os.stat(backups[suffix]).st_mode) == 0o600
+    # what a copy of each backup must hash to, as written
+    assert result['backup_checksums'] == {name: file_digest(name) for name in result['backup_files']}
     assert result['diff']['after'] == {'files': [], 'rows': None, 'expired_rows': None}
 
 
 def test_absent_on_a_missing_cache_is_unchanged(cache_path):
     result = manage(TokenCache(cache_path), 'absent', NOW)
     assert result['changed'] is False and result['removed_files'] == [] and result['backup_files'] == []
+    assert result['backup_checksums'] == {}
 
 
 def test_absent_check_mode_removes_nothing(tmp_path, cache_path):
