@@ -72,18 +72,21 @@ def _pod_spec(workload: dict) -> dict:
 
 def cache_reach(workload: dict, pods: list, cache_path: str, container_name: str, method: str = 'exec',
                 pod_backup_dir: str = '', mode: str = 'auto', kind: str = 'Deployment') -> dict:
-    """{strategy, volume, kind, inspect, purge, reason, location, path_in_volume, where, init, backup_dir, problem}:
-    the pod names to read the cache in and to purge it in, the path the container sees (location), the init
+    """{strategy, volume, kind, inspect, purge, own_copies, reason, location, path_in_volume, where, init, backup_dir,
+    problem}: the pod names to read the cache in and to purge it in, the path the container sees (location), the init
     container's volume mount and environment (init, for init_container), the backup directory inside the purging
     container (backup_dir), and `problem`: none, or the one line that stops the run before its first change.
+    `own_copies`: each pod in `purge` holds a copy no other pod reaches (a claim of its own, a volume that lives with
+    the pod, one pod per node of a hostPath), so that the pods may be purged at the same time; otherwise (a volume
+    the pods share, a kind not known to be per pod) one after the other, or two purges would race on one file.
 
     mode every_pod (vllm_dr_k8s_cache_reach) reads every pod's copy, and purges in every pod unless the cache is on
     the container's own file system (the restart purges it there); auto decides from the volume."""
     spec = _pod_spec(workload)
     names = [pod['metadata']['name'] for pod in pods]
     owner = '%s %s' % (kind, workload.get('metadata', {}).get('name', '?'))
-    decided = {'strategy': 'unresolved', 'volume': None, 'kind': None, 'inspect': [], 'purge': [], 'reason': '',
-               'location': None, 'path_in_volume': None, 'where': '', 'init': None, 'backup_dir': None,
+    decided = {'strategy': 'unresolved', 'volume': None, 'kind': None, 'inspect': [], 'purge': [], 'own_copies': False,
+               'reason': '', 'location': None, 'path_in_volume': None, 'where': '', 'init': None, 'backup_dir': None,
                'problem': None}
     if method not in METHODS:
         decided['problem'] = f'vllm_dr_k8s_purge_method {method} is not one of: {", ".join(METHODS)}'
@@ -95,11 +98,13 @@ def cache_reach(workload: dict, pods: list, cache_path: str, container_name: str
         return decided
     strategy, inspect, purge, reason = _strategy(resolved, names, pods)
     dies_with_pod = strategy == 'restart'
+    per_node = strategy == 'per_node' and mode != 'every_pod'
+    own_copies = dies_with_pod or resolved['kind'] == 'volumeClaimTemplate' or per_node
     if mode == 'every_pod':
         inspect, purge = names, (names if resolved['volume'] else [])
         strategy, reason = 'every_pod', 'vllm_dr_k8s_cache_reach is every_pod'
     decided.update({'strategy': strategy, 'volume': resolved['volume'], 'kind': resolved['kind'], 'inspect': inspect,
-                    'purge': purge, 'reason': reason, 'location': resolved['location'],
+                    'purge': purge, 'own_copies': own_copies, 'reason': reason, 'location': resolved['location'],
                     'path_in_volume': resolved['path_in_volume'], 'where': describe(resolved)})
     try:
         if method == 'init_container':

@@ -309,6 +309,7 @@ def lws_cache_reach(workload: dict, pods: list, cache_path: str, container: str,
                                   'both templates, then re-run')
         decided['inspect'] = decided['inspect'] + worker['inspect']
         decided['purge'] = decided['purge'] + worker['purge']
+        decided['own_copies'] = decided['own_copies'] and worker['own_copies']
         decided['reason'] = f"leaders: {decided['reason']}; workers: {worker['reason']}"
     decided['reason'] = f"{why}; {decided['reason']}"
     return decided

@@ -236,14 +236,15 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
     """Why the purge inside the pods did not reach every pod, or did not bring every backup to the controller, one
     line per pod, then what was done: [] when it did.
 
-    `results` are the purge loop's results, `pods` the pods of the namespace read after the loop. A pod no longer
-    running (deleted, being deleted or replaced while the loop ran) is named as such; any other failure keeps the
-    module's own message. `deployment` is the workload's name, `kind` its kind.
+    `results` are the purge's results per pod (vllm_pod_token_cache's `pods`, each with `item`, the pod's inventory
+    host), `pods` the pods of the namespace read after the purge. A pod no longer running (deleted, being deleted or
+    replaced while the purge ran) is named as such; any other failure keeps the module's own message. `deployment` is the workload's name, `kind` its kind.
     `uids` (name -> uid when the purge began) is given for a kind whose pods keep their names when replaced (a
     StatefulSet's, a LeaderWorkerSet's): a pod purged whose name now runs with another uid, or not at all, was replaced
     during the purge, and whether its replacement started on the purged cache cannot be told.
-    `fetched` are the results of the loop that copies each backup from its pod to `backup_dir` (item: the purge
-    result and the backup's path on the pod): a copy that failed names the backup, which stays on the pod's volume.
+    `fetched` are the copies of each backup from its pod to `backup_dir` (vllm_pod_token_cache's `copies`; item: the
+    pod's result and the backup's path on the pod): a copy that failed names the backup, which stays on the pod's
+    volume.
     """
     # no module result from the pod (kubectl exec found no pod) leaves only module_stderr behind
     failed = [result for result in results or []

@@ -66,7 +66,7 @@ def test_faults_at_scale_end_clearly_release_the_lock_and_the_backups_restore_ev
     assert len(pods) == REPLICAS
     # (the pods' interpreter deletes the last pod once the first pod's purge returned; later runs find it done)
     python, deleted = delete_after_first_backup(workload, pods[-1], str(tmp_path))
-    workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python)
+    workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python, vllm_dr_k8s_parallel_pods=1)
     held = {}
     lock_watcher = when(lambda: not lease_gone(workload), lambda: held.update(lease=True), every=0.5)
     rc, output = run(workload)

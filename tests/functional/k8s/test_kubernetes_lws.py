@@ -200,7 +200,8 @@ def test_a_pod_deleted_during_the_purge_is_named_and_the_rerun_completes(lws_all
     workload = lws_all
     generation, config = workload.lws()['metadata']['generation'], workload.config_map()['data']
     python, deleted = deleting_python(workload, 'vllm-1-1', str(tmp_path))
-    inventory = workload.write_inventory(vllm_dr_k8s_python=python)
+    # one pod after the other, leaders first (vllm_dr_k8s_parallel_pods: 1), so that the worker is still to come
+    inventory = workload.write_inventory(vllm_dr_k8s_python=python, vllm_dr_k8s_parallel_pods=1)
     try:
         rc, output = run(workload, inventory=inventory)
     finally:

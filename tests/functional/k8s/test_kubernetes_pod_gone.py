@@ -50,7 +50,9 @@ def test_a_pod_deleted_during_the_purge_ends_in_one_clear_line_and_the_rerun_com
     spec = workload.deployment()['spec']
 
     python, deleted = delete_after_first_backup(workload, pods[1], str(tmp_path))
-    inventory = workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python)
+    # one pod after the other, in name order (vllm_dr_k8s_parallel_pods: 1), so that the deleted pod is still to come
+    inventory = workload.write_inventory(vllm_dr_k8s_cache_reach='every_pod', vllm_dr_k8s_python=python,
+                                         vllm_dr_k8s_parallel_pods=1)
     rc, output = run(workload, inventory=inventory)
     assert os.path.exists(deleted), output[-6000:]
     assert rc != 0, output[-6000:]

@@ -13,15 +13,6 @@ from harness.k8s import GatewayRuntime
 from harness.k8s_runbook import report, run
 
 REPLICAS = 6
-PURGE_TASK = r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache inside each pod, backing it up on the pod\'s volume\] \*+\n'
-INSPECT_TASK = r'TASK \[inferops\.vllm_dr\.restore : Inspect the token cache\] \*+\n'
-
-
-def items(output: str, task: str) -> list:
-    """The loop items a task ran (ok/changed/failed lines; a skipped loop has none)."""
-    block = re.search(task + r'((?:(?:ok|changed|failed|skipping): .*\n)*)', output)
-    assert block, output[-6000:]
-    return re.findall(r'^(?:ok|changed): \[lab -> ([\w./-]+)\] => \(item=', block.group(1), re.MULTILINE)
 
 
 def scaled(kwok, tmp_path, volume: str):
@@ -52,9 +43,11 @@ def test_a_cache_on_a_volume_every_replica_shares_is_read_and_purged_once(shared
 
     rc, output = run(workload)
     assert rc == 0, output[-6000:]
-    inspected, purged = items(output, INSPECT_TASK), items(output, PURGE_TASK)
-    assert len(inspected) == 1 and purged == inspected, (inspected, purged)
     result = report(workload)
+    # read in one pod, the copy judged is that pod's, and purged there alone
+    inspected, purged = result['diagnosis']['kubernetes']['cache_reach']['inspect'], result['purge']['cache_pods']
+    assert len(inspected) == 1 and purged == inspected, (inspected, purged)
+    assert result['diagnosis']['cache']['host'].rsplit('/', 1)[-1] == inspected[0], result['diagnosis']['cache']
     reach = result['diagnosis']['kubernetes']['cache_reach']
     assert reach['strategy'] == 'shared' and reach['kind'] == 'persistentVolumeClaim'
     # one copy, one backup, kept on the controller before the purge
@@ -75,8 +68,8 @@ def test_a_cache_on_an_empty_dir_is_purged_by_the_restart_with_no_exec(empty_dir
     rc, output = run(workload)
     assert rc == 0, output[-6000:]
     # the diagnosis reads one copy as evidence; the purge reaches no pod
-    assert len(items(output, INSPECT_TASK)) == 1
-    assert items(output, PURGE_TASK) == []
+    assert len(report(workload)['diagnosis']['kubernetes']['cache_reach']['inspect']) == 1
+    assert report(workload)['purge']['cache_pods'] == []
     # and says so, naming every pod the restart purges
     named = re.search(r'the restart purges it in ([\w, -]+)"', output)
     assert named and sorted(named.group(1).split(', ')) == pods, output[-6000:]

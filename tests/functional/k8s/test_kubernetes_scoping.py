@@ -4,7 +4,6 @@ init containers in the order asked for."""
 from __future__ import annotations
 
 import copy
-import re
 
 import pytest
 
@@ -40,9 +39,9 @@ def test_naming_the_deployment_scopes_the_pods_to_its_own(workload):
     diagnosis = report(workload)['diagnosis']
     assert not set(diagnosis['kubernetes']['pods']) & canary_before
     # the canary's pod was neither purged nor restarted, and its Deployment not touched
-    purge_task = re.search(r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache inside each pod, backing it up '
-                           r'on the pod\'s volume\] \*+\n(.*?)\nTASK', output, re.S).group(1)
-    assert not any(name in purge_task for name in canary_before), purge_task
+    purged = report(workload)['purge']['cache_pods']
+    assert sorted(purged) == sorted(diagnosis['kubernetes']['pods']), purged
+    assert not set(purged) & canary_before, purged
     assert canary_pods(workload) == canary_before
     after = workload.kube.get('deployment', 'vllm-canary', workload.namespace)
     assert after['metadata']['generation'] == canary['metadata']['generation']

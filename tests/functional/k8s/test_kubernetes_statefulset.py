@@ -155,6 +155,44 @@ def test_rolling_update_statefulset_every_pods_own_cache_is_backed_up_purged_and
         assert marked(os.path.join(directory, CACHE)) == pod
 
 
+def most_at_once(log: str) -> int:
+    """The most module runs at the same time, from the `start|end <time>` lines the pods' interpreter wrote."""
+    with open(log, encoding='utf-8') as handle:
+        marks = sorted((float(stamp), 1 if what == 'start' else -1) for what, stamp in
+                       (line.split() for line in handle if line.strip()))
+    running = most = 0
+    for step in (mark[1] for mark in marks):  # at one time, an end before a start
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_the_pods_each_with_a_claim_of_its_own_are_purged_side_by_side_no_more_than_the_setting(statefulset, tmp_path):
+    workload = statefulset(replicas=4)
+    # the pods' interpreter takes a second more and writes when each module run starts and ends
+    log, script = str(tmp_path / 'runs.log'), str(tmp_path / 'python-timed')
+    with open(script, 'w', encoding='utf-8') as handle:
+        handle.write(f'''#!/bin/sh
+echo "start $(date +%s.%N)" >> {shlex.quote(log)}
+sleep 1
+{shlex.quote(workload.host['vllm_dr_k8s_python'])} "$@"
+rc=$?
+echo "end $(date +%s.%N)" >> {shlex.quote(log)}
+exit $rc
+''')
+    os.chmod(script, 0o755)
+    inventory = workload.write_inventory(vllm_dr_k8s_python=script, vllm_dr_k8s_parallel_pods=2)
+    rc, output = run(workload, inventory=inventory)
+    assert rc == 0, output[-6000:]
+    result = report(workload)
+    assert result['diagnosis']['kubernetes']['cache_reach']['own_copies'] is True
+    assert sorted(result['purge']['cache_pods']) == ['vllm-0', 'vllm-1', 'vllm-2', 'vllm-3']
+    # two at a time (the diagnosis reads the pods one after the other): never more than the setting
+    assert most_at_once(log) == 2
+    assert fetched_backups(result) == {pod: pod for pod in workload.directories}
+    assert result['validation']['failed'] == [], result['validation']
+
+
 def test_partition_rolls_only_the_ordinals_above_it_and_the_run_names_the_pods_left(statefulset):
     workload = statefulset(replicas=3, partition=2)
     before = pods_by_name(workload)
@@ -314,7 +352,8 @@ fi
 exit $rc
 ''')
     os.chmod(script, 0o755)
-    inventory = workload.write_inventory(vllm_dr_k8s_python=script)
+    # one pod after the other, in ordinal order (vllm_dr_k8s_parallel_pods: 1), so that vllm-1 is still to come
+    inventory = workload.write_inventory(vllm_dr_k8s_python=script, vllm_dr_k8s_parallel_pods=1)
     rc, output = run(workload, inventory=inventory)
     assert os.path.exists(deleted), output[-6000:]
     assert rc != 0, output[-6000:]

@@ -98,3 +98,23 @@ def test_a_cache_the_restart_purges_needs_no_backup_directory_on_its_volume():
     decided = cache_reach(deployment({'emptyDir': {}}), PODS, '/var/lib/vllm/token_cache.db', 'vllm',
                           pod_backup_dir='/srv/backups', mode='every_pod')
     assert decided['problem'].startswith('vllm_dr_k8s_pod_backup_dir /srv/backups is not on volume data')
+
+
+@pytest.mark.parametrize(('volume', 'mode', 'own'), [
+    ({'emptyDir': {}}, 'every_pod', True),                                        # each pod's own, gone with it
+    ({'hostPath': {'path': '/srv/vllm'}}, 'auto', True),                          # one pod per node
+    ({'hostPath': {'path': '/srv/vllm'}}, 'every_pod', False),                    # two pods of a node: one file
+    ({'persistentVolumeClaim': {'claimName': 'vllm-pvc'}}, 'every_pod', False),   # one claim for every pod
+    ({'nfs': {'path': '/x'}}, 'auto', False),
+    ({'csi': {'driver': 'x'}}, 'auto', False),                                    # not known to be per pod
+])
+def test_pods_are_purged_at_the_same_time_only_where_each_holds_a_copy_of_its_own(volume, mode, own):
+    decided = cache_reach(deployment(volume), PODS, '/var/lib/vllm/token_cache.db', 'vllm', mode=mode)
+    assert decided['own_copies'] is own, decided
+
+
+def test_a_claim_per_pod_is_a_copy_of_its_own():
+    statefulset = deployment({'persistentVolumeClaim': {'claimName': 'unused'}})
+    statefulset['spec']['volumeClaimTemplates'] = [{'metadata': {'name': 'data'}}]
+    decided = cache_reach(statefulset, PODS, '/var/lib/vllm/token_cache.db', 'vllm', kind='StatefulSet')
+    assert decided['strategy'] == 'per_pod' and decided['purge'] == NAMES and decided['own_copies'] is True
