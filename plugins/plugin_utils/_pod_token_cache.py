@@ -8,14 +8,16 @@ the checksum the module reported. At most `limit` pods are worked on at a time.
 
 Nothing here knows Ansible or kubectl. The caller gives two functions: `run(pod)`, which runs the module in a pod and
 returns (rc, stdout, stderr), and `copy(pod, source, destination)`, which copies one file out of a pod and raises on
-failure. Each pod's result has the shape a loop over the pods gives (`item`: the pod's inventory host, `module_stderr`
-when no module result came back), and each copy's the shape of a fetch loop over the backups (`item`: the pod's result
+failure. Each pod's result has the shape a loop over the pods gives (`item`: the pod's inventory host, `failed`, and
+`module_stderr` when no module result came back), and each copy's the shape of a fetch loop over the backups (`item`: the pod's result
 and the backup's path), so that _rollout.purge_failures judges them as it judged those loops."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._files import file_digest
@@ -47,23 +49,38 @@ def module_result(rc: int, stdout, stderr) -> dict:
             'msg': f'MODULE FAILURE: no result came back (rc {rc}){": " + first if first else ""}'}
 
 
-def copy_checked(copy, pod: str, source: str, destination: str, checksum: str | None) -> None:
-    """Copy `source` out of `pod` to `destination` (mode 0600, in a directory of mode 0700), whole or not at all: the
-    copy is written beside it and renamed only once its sha256 is the module's."""
+def copy_checked(copy, pod: str, source: str, destination: str, checksum: str | None, attempts: int = 3) -> int:
+    """Copy `source` out of `pod` to `destination` (mode 0600, in a directory of mode 0700), whole or not at all, and
+    return how many tries it took: a try that fails or differs from what the pod wrote (a stream cut or garbled on its
+    way) is made again, up to `attempts` in all, and the last one's error is raised."""
+    if checksum is None:
+        raise ValueError(f'the module reported no checksum for {source}')
     os.makedirs(os.path.dirname(destination), mode=0o700, exist_ok=True)
-    partial = f'{destination}.part'
+    for attempt in range(1, attempts):
+        try:
+            _copy_once(copy, pod, source, destination, checksum)
+            return attempt
+        except Exception:  # pylint: disable=broad-exception-caught
+            continue
+    _copy_once(copy, pod, source, destination, checksum)
+    return attempts
+
+
+def _copy_once(copy, pod: str, source: str, destination: str, checksum: str) -> None:
+    """One try: into a private directory beside `destination`, renamed into place only once its sha256 is `checksum`;
+    the directory goes whatever happens."""
+    scratch = tempfile.mkdtemp(prefix='.copy-', dir=os.path.dirname(destination))
     try:
+        # kubernetes.core's kubectl connection writes <its directory>/<the source's name>, then renames it
+        partial = os.path.join(scratch, os.path.basename(destination))
         copy(pod, source, partial)
         os.chmod(partial, 0o600)
-        if checksum is None:
-            raise ValueError(f'the module reported no checksum for {source}')
         copied = file_digest(partial)
         if copied != checksum:
             raise ValueError(f'the copy of {source} has sha256 {copied}, the pod wrote {checksum}')
         os.replace(partial, destination)
     finally:
-        if os.path.lexists(partial):
-            os.unlink(partial)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_in_pods(pods: list, run, copy, destination, limit: int) -> tuple:
@@ -81,6 +98,7 @@ def run_in_pods(pods: list, run, copy, destination, limit: int) -> tuple:
             # the connection could not even run the module (an option it refused): no module result, as for a pod gone
             output = (None, b'', str(error).encode('utf-8', 'replace'))
         result = dict(module_result(*output), item=pod)
+        result['failed'] = bool(result.get('failed'))
         copies = []
         if result.get('failed') or 'module_stderr' in result:
             return result, copies
@@ -88,13 +106,14 @@ def run_in_pods(pods: list, run, copy, destination, limit: int) -> tuple:
         for path in result.get('backup_files') or []:
             target = destination(pod, path)
             try:
-                copy_checked(copy, pod, path, target, checksums.get(path))
+                tries = copy_checked(copy, pod, path, target, checksums.get(path))
             except Exception as error:  # pylint: disable=broad-exception-caught
                 # the kubectl connection raises AnsibleError, a local write OSError, a mismatch ValueError
                 message = (str(error).strip().splitlines() or [type(error).__name__])[0]
                 copies.append({'item': [result, path], 'failed': True, 'msg': message})
             else:
-                copies.append({'item': [result, path], 'changed': True, 'dest': target, 'checksum': checksums[path]})
+                copies.append({'item': [result, path], 'changed': True, 'dest': target, 'checksum': checksums[path],
+                               'attempts': tries})
         return result, copies
 
     with ThreadPoolExecutor(max_workers=min(limit, max(len(pods), 1))) as pool:

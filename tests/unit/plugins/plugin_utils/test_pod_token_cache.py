@@ -78,21 +78,42 @@ def test_a_limit_of_one_purges_the_pods_one_after_the_other_in_order(tmp_path):
     assert pods.most == 1 and pods.order == names
 
 
-def test_a_copy_that_differs_from_what_the_pod_wrote_is_not_kept_and_is_named(tmp_path):
+def test_a_copy_that_differs_from_what_the_pod_wrote_is_tried_again_then_named_and_never_kept(tmp_path):
     pods = Pods(tmp_path / 'pods', ['vllm-0', 'vllm-1'])
+    tries = []
 
     def torn(pod, source, target):
         Pods.copy(pod, source, target)
         if pod == 'vllm-1':
+            tries.append(target)
             with open(target, 'ab') as handle:
                 handle.write(b'!')
     results, copies = run_in_pods(['vllm-0', 'vllm-1'], pods.purge, torn, destination(tmp_path / 'run'), limit=2)
-    assert [result.get('failed') for result in results] == [None, None]
-    assert 'dest' in copies[0] and copies[1]['failed'] is True
+    assert [result['failed'] for result in results] == [False, False]
+    assert copies[0]['attempts'] == 1 and copies[1]['failed'] is True
+    assert len(tries) == 3
     assert copies[1]['msg'].startswith(f"the copy of {results[1]['backup_files'][0]} has sha256 ")
     assert copies[1]['item'] == [results[1], results[1]['backup_files'][0]]
-    # nothing half-copied is left beside the good copies
+    # nothing half-copied is left beside the good copies, not even the tries' own directories
     assert os.listdir(tmp_path / 'run' / 'ns_vllm-1') == []
+
+
+def test_a_copy_cut_on_its_way_once_is_kept_on_the_second_try(tmp_path):
+    pods = Pods(tmp_path / 'pods', ['vllm-0'])
+    tries = []
+
+    def cut_once(pod, source, target):
+        tries.append(target)
+        Pods.copy(pod, source, target)
+        if len(tries) == 1:
+            with open(target, 'r+b') as handle:
+                handle.truncate(3)
+    results, copies = run_in_pods(['vllm-0'], pods.purge, cut_once, destination(tmp_path / 'run'), limit=1)
+    assert copies[0]['attempts'] == 2 and copies[0]['dest'] == str(tmp_path / 'run' / 'ns_vllm-0' / 'token_cache.db.bak')
+    assert os.listdir(tmp_path / 'run' / 'ns_vllm-0') == ['token_cache.db.bak']
+    with open(copies[0]['dest'], 'rb') as handle:
+        assert handle.read() == b'tokens of vllm-0'
+    assert results[0]['item'] == 'vllm-0'
 
 
 def test_a_pod_that_gives_no_result_has_its_output_kept_and_its_copies_are_not_tried(tmp_path):
@@ -118,6 +139,7 @@ def test_a_copy_that_fails_names_its_first_line_and_the_connection_error_does_no
         Pods.copy(pod, source, target)
     dummy, copies = run_in_pods(['vllm-0', 'vllm-1'], pods.purge, refused, destination(tmp_path / 'run'), limit=2)
     assert copies[0] == {'item': copies[0]['item'], 'failed': True, 'msg': 'failed to transfer file to /x'}
+    assert os.listdir(tmp_path / 'run' / 'ns_vllm-0') == []
     assert 'dest' in copies[1]
 
 
