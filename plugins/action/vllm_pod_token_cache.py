@@ -20,7 +20,7 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._pod_token_cache import run_in_pods
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._pod_token_cache import run_in_pods, unwritable
 
 CONNECTION = 'kubernetes.core.kubectl'
 MODULES = ('vllm_token_cache', 'vllm_token_cache_info')
@@ -53,6 +53,9 @@ class ActionModule(ActionBase):
         result.update(changed=False, pods=[], copies=[])
         if not pods:
             return result
+        problem = unwritable(args['dest']) if args['dest'] else ''
+        if problem:
+            raise AnsibleActionFail(f'{problem}; give dest a directory the controller can write (nothing was purged)')
         hostvars = task_vars['hostvars']
         variables = {pod: self._pod_variables(hostvars, pod) for pod in pods}
         interpreters = {str(found.get('ansible_python_interpreter', '')) for found in variables.values()}

@@ -9,8 +9,8 @@ the checksum the module reported. At most `limit` pods are worked on at a time.
 Nothing here knows Ansible or kubectl. The caller gives two functions: `run(pod)`, which runs the module in a pod and
 returns (rc, stdout, stderr), and `copy(pod, source, destination)`, which copies one file out of a pod and raises on
 failure. Each pod's result has the shape a loop over the pods gives (`item`: the pod's inventory host, `failed`, and
-`module_stderr` when no module result came back), and each copy's the shape of a fetch loop over the backups (`item`: the pod's result
-and the backup's path), so that _rollout.purge_failures judges them as it judged those loops."""
+`module_stderr` when no module result came back), and each copy's the shape of a fetch loop over the backups (`item`:
+the pod's result and the backup's path), so that _rollout.purge_failures judges them as it judged those loops."""
 
 from __future__ import annotations
 
@@ -47,6 +47,18 @@ def module_result(rc: int, stdout, stderr) -> dict:
     first = (err.strip().splitlines() or out.strip().splitlines() or [''])[-1]
     return {'failed': True, 'rc': rc, 'module_stdout': out, 'module_stderr': err,
             'msg': f'MODULE FAILURE: no result came back (rc {rc}){": " + first if first else ""}'}
+
+
+def unwritable(directory: str) -> str:
+    """Why the backups cannot be copied into `directory` on the controller ('' when they can): it is made (mode 0700)
+    when missing, and a file is written in it and removed, before any pod's cache is purged."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix='.probe-'):
+            pass
+    except OSError as error:
+        return f'{directory} cannot hold the backups: {error.strerror or error}'
+    return ''
 
 
 def copy_checked(copy, pod: str, source: str, destination: str, checksum: str | None, attempts: int = 3) -> int:

@@ -238,7 +238,8 @@ def purge_failures(results: list, pods: list, *, deployment: str, namespace: str
 
     `results` are the purge's results per pod (vllm_pod_token_cache's `pods`, each with `item`, the pod's inventory
     host), `pods` the pods of the namespace read after the purge. A pod no longer running (deleted, being deleted or
-    replaced while the purge ran) is named as such; any other failure keeps the module's own message. `deployment` is the workload's name, `kind` its kind.
+    replaced while the purge ran) is named as such; any other failure keeps the module's own message. `deployment` is
+    the workload's name, `kind` its kind.
     `uids` (name -> uid when the purge began) is given for a kind whose pods keep their names when replaced (a
     StatefulSet's, a LeaderWorkerSet's): a pod purged whose name now runs with another uid, or not at all, was replaced
     during the purge, and whether its replacement started on the purged cache cannot be told.

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._pod_token_cache import module_result, run_in_pods
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._pod_token_cache import module_result, run_in_pods, unwritable
 
 
 class Pods:
@@ -171,3 +171,17 @@ def test_no_json_is_a_failure_with_the_last_line_of_stderr():
     result = module_result(127, b'', b'sh: 1: python3: not found\n')
     assert result == {'failed': True, 'rc': 127, 'module_stdout': '', 'module_stderr': 'sh: 1: python3: not found\n',
                       'msg': 'MODULE FAILURE: no result came back (rc 127): sh: 1: python3: not found'}
+
+
+def test_a_destination_that_is_missing_is_made_private_and_one_that_cannot_be_written_is_named(tmp_path):
+    made = tmp_path / 'run' / 'backups'
+    assert unwritable(str(made)) == ''
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700 and not list(made.iterdir())
+    blocked = tmp_path / 'a-file'
+    blocked.write_text('not a directory')
+    problem = unwritable(str(blocked / 'backups'))
+    assert problem.startswith(f'{blocked / "backups"} cannot hold the backups: ') and 'directory' in problem.lower()
+    if os.geteuid() != 0:
+        locked = tmp_path / 'locked'
+        locked.mkdir(mode=0o500)
+        assert 'Permission denied' in unwritable(str(locked))
