@@ -231,6 +231,22 @@ class KubeCluster:
     def rollout_status(self, namespace: str, deployment: str = 'vllm', timeout: str = '120s') -> None:
         self.kubectl('-n', namespace, 'rollout', 'status', f'deployment/{deployment}', f'--timeout={timeout}')
 
+    def state_of(self, namespace: str) -> str:
+        """What a person would look at when a rollout in `namespace` did not finish: its workloads and pods, its last
+        events, and the control-plane processes the suite started again (for a test's failure message)."""
+        parts = []
+        for title, args in (('workloads and pods', ('get', 'statefulsets,deployments,pods', '-o', 'wide')),
+                            ('last events', ('get', 'events', '--sort-by=.lastTimestamp'))):
+            try:
+                text = self.kubectl('-n', namespace, *args, check=False)
+            except subprocess.TimeoutExpired:
+                text = '(kubectl timed out)'
+            parts.append(f'--- {title} in {namespace}:\n' + '\n'.join(text.splitlines()[-25:]))
+        restarts = ', '.join(f'{name} at {time.strftime("%H:%M:%S", time.gmtime(when))}'
+                             for name, when, _tail in self.component_restarts)
+        parts.append(f'--- control-plane processes started again: {restarts or "none"}')
+        return '\n'.join(parts)
+
     def running_pods(self, namespace: str, selector: str = 'app=vllm') -> list:
         return [pod for pod in self.get('pods', namespace=namespace, selector=selector)['items']
                 if pod['status'].get('phase') == 'Running' and not pod['metadata'].get('deletionTimestamp')]

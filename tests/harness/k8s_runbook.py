@@ -137,8 +137,11 @@ def service_account_kubeconfig(workload, tmp_path) -> str:
 def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
     """The runbook run with the node cordoned, so that the rollout of its restart cannot finish; once `restarted()`
     says the restart began, and its wait has begun reading the workload, the API server is stopped for `seconds`, and
-    the run must still be going then. The node is uncordoned after: (rc, output)."""
+    the run must still be going then. The node is uncordoned after: (rc, output). The run's deadline
+    (vllm_dr_k8s_rollout_timeout 300 s) covers the API server's restart and the control plane catching up, which take a
+    while on a loaded machine. A failed run's output ends with the state of the workload's namespace."""
     kube, outcome = workload.kube, {}
+    workload.write_inventory(vllm_dr_k8s_rollout_timeout=300)
 
     def runbook():
         outcome['rc'], outcome['output'] = run(workload)
@@ -158,5 +161,7 @@ def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
         workload.runtime.errors.clear()
     finally:
         kube.kubectl('uncordon', 'kwok-node-0', check=False)
-        thread.join(timeout=400)
-    return outcome['rc'], outcome['output']
+        thread.join(timeout=500)
+    if outcome.get('rc') != 0:
+        outcome['output'] = outcome.get('output', '') + '\n' + kube.state_of(workload.namespace)
+    return outcome.get('rc'), outcome['output']

@@ -381,8 +381,6 @@ def test_the_statefulset_rollout_wait_outlasts_an_api_server_restart(statefulset
             return False
         return 'kubectl.kubernetes.io/restartedAt' in (template['metadata'].get('annotations') or {})
 
-    # the run's deadline covers the API server's restart, which takes a while on a loaded machine
-    workload.write_inventory(vllm_dr_k8s_rollout_timeout=300)
     # the replaced pod cannot be scheduled: the rollout is still in progress when the API server goes away
     rc, output = run_through_api_outage(workload, restarted)
     assert rc == 0, output[-6000:]
