@@ -12,9 +12,11 @@ ConfigMap's vllm.yaml, as pods started from a new template would start vLLM with
 from __future__ import annotations
 
 import contextlib
+import copy
 import glob
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -254,6 +256,11 @@ class KubeCluster:
 
 CONFIG_NOTE = '# vLLM gateway configuration; kept by hand, keep the comments\n'
 
+# A secret every vLLM pod template of the suite carries as an env value, as vLLM's often do (a Hugging Face token):
+# every read of a workload, its ReplicaSets or revisions and its pods returns it, and no output may show it.
+POD_ENV_SECRET = 'hf_' + secrets.token_hex(16)
+POD_ENV = [{'name': 'HF_TOKEN', 'value': POD_ENV_SECRET}]
+
 
 def pod_log_path(lab) -> str:
     """The container log kwok serves: the gateway's lines in the CRI log format, as a container runtime writes them."""
@@ -269,7 +276,7 @@ def vllm_workload(namespace: str, lab, replicas: int = 2, cache_volume: str = 'p
     labels = {'app': 'vllm'}
     pod_spec = {
         'containers': [{
-            'name': 'vllm', 'image': 'vllm/vllm-openai:latest',
+            'name': 'vllm', 'image': 'vllm/vllm-openai:latest', 'env': copy.deepcopy(POD_ENV),
             # kwok runs `kubectl exec` on this machine: the volume is mounted where the lab keeps the cache,
             # so the pod and this machine name the cache by the same path
             'volumeMounts': [{'name': 'vllm-data', 'mountPath': data_dir},

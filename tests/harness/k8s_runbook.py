@@ -13,8 +13,11 @@ import time
 import redis
 import yaml
 
+from harness.k8s import POD_ENV_SECRET
 from harness.playbooks import ROOT, playbook
 from harness.reports import report_path
+from harness.secret_scan import files_under, find_leaks, idp_tokens
+from lab.labctl import LAB_CLIENT
 
 RBAC = os.path.join(ROOT, 'roles', 'restore', 'files', 'rbac.yml')
 
@@ -165,3 +168,19 @@ def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
     if outcome.get('rc') != 0:
         outcome['output'] = outcome.get('output', '') + '\n' + kube.state_of(workload.namespace)
     return outcome.get('rc'), outcome['output']
+
+
+def workload_secrets(workload) -> set:
+    """Every secret a run on `workload` reads and must never show: the env secret of its pod templates, the lab
+    client's and the introspection client's secrets, and every token the lab's provider issued."""
+    found = {POD_ENV_SECRET, LAB_CLIENT[1], workload.host['vllm_dr_introspection']['client_secret']}
+    return found | idp_tokens(workload.lab.path('idp', 'idp.db'))
+
+
+def leaks(workload, outputs: dict, log_path, also: set = frozenset()) -> list:
+    """The secrets of `workload` (and `also`) found in `outputs` (name -> a run's output), the ansible log at
+    `log_path` and the reports (workload_secrets, harness.secret_scan.find_leaks): [] when none."""
+    secrets = workload_secrets(workload) | set(also)
+    assert len(secrets) > 10
+    assert os.path.getsize(log_path) > 0
+    return find_leaks(secrets, texts=outputs, paths=[str(log_path)] + list(files_under(str(workload.reports))))

@@ -35,7 +35,7 @@ import urllib.request
 
 import yaml
 
-from harness.k8s import ROOT, GatewayRuntime, KubeCluster, delete_workload, vllm_workload
+from harness.k8s import POD_ENV, ROOT, GatewayRuntime, KubeCluster, delete_workload, vllm_workload
 from harness.servers import LOOPBACK, ServerError, TlsFiles, _Process, free_port
 
 BUILD_SH = os.path.join(ROOT, 'tools', 'lws', 'build.sh')
@@ -201,7 +201,7 @@ def lws_vllm_workload(namespace: str, lab, groups: int = 2, size: int = 2, cache
                 mounts.append({'name': CACHE_CLAIM, 'mountPath': backups})
         return {'metadata': {'labels': {'app': 'vllm'}},
                 'spec': {'containers': [{'name': 'vllm', 'image': 'vllm/vllm-openai:latest', 'workingDir': data_dir,
-                                         'volumeMounts': mounts}],
+                                         'env': copy.deepcopy(POD_ENV), 'volumeMounts': mounts}],
                          'volumes': [{'name': 'config', 'configMap': {'name': 'vllm-config'}}]}}
 
     leader_worker = {'size': size, 'restartPolicy': 'RecreateGroupOnPodRestart',

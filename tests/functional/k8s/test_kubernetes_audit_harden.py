@@ -11,8 +11,8 @@ from xml.etree import ElementTree
 
 import yaml
 
+from harness.k8s_runbook import leaks
 from harness.playbooks import playbook, recap
-from lab.labctl import LAB_CLIENT
 
 EXCLUDES = 'backup.velero.io/backup-volumes-excludes'
 CACHE_LABEL = 'vllm-dr.inferops.io/token-cache'
@@ -34,7 +34,7 @@ def state(workload, velero_ns):
             'policy': yaml.safe_load(config_map['data']['policy.yaml'])}
 
 
-def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload):
+def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload, tmp_path):
     workload = healthy_workload
     kube, ns = workload.kube, workload.namespace
     velero_ns = f'velero-{uuid.uuid4().hex[:8]}'
@@ -50,11 +50,12 @@ def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload):
                     'data': {'policy.yaml': yaml.safe_dump({'version': 'v1', 'volumePolicies': [OPERATOR_RULE]})}})
         inventory = workload.write_inventory(vllm_dr_k8s_velero_namespace=velero_ns,
                                              vllm_dr_k8s_velero_policy='backup-policy')
-        outputs = []
+        outputs = {}
+        env = dict(kube.env, ANSIBLE_LOG_PATH=str(tmp_path / 'ansible.log'))
 
         def run(name, *extra):
-            rc, output = playbook(inventory, name, *extra, env=kube.env)
-            outputs.append(output)
+            rc, output = playbook(inventory, name, *extra, env=env)
+            outputs[f'{len(outputs)}: {name} {" ".join(extra)}'] = output
             return rc, output
 
         def audit(*extra):
@@ -117,7 +118,6 @@ def test_audit_and_velero_exclusion_on_the_api_server(healthy_workload):
         rc, output = run('dr_harden.yml', '-e', 'vllm_dr_harden_state=absent')
         assert rc == 0 and recap(output)['changed'] == 0, output[-3000:]
 
-        for output in outputs:
-            assert env_secret not in output and LAB_CLIENT[1] not in output and 'vllm-dr-lab-secret' not in output
+        assert leaks(workload, outputs, tmp_path / 'ansible.log', also={env_secret}) == []
     finally:
         kube.kubectl('delete', 'namespace', velero_ns, '--wait=false', check=False)

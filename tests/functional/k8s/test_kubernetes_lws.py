@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from harness.k8s import KubeError, pod_directories, pod_volume_python
-from harness.k8s_runbook import report, run, run_through_api_outage
+from harness.k8s_runbook import leaks, report, run, run_through_api_outage
 from harness.lws import LwsGatewayRuntime, delete_lws_workload, lws_pod_names, lws_ready, lws_vllm_workload
 from harness.playbooks import playbook
 from lab.labctl import Lab
@@ -139,18 +139,22 @@ def test_check_mode_changes_nothing(lws_all):
     assert not workload.runtime.restarts
 
 
-def test_the_rollback_puts_each_pods_own_backup_back_by_its_stable_name(lws_all):
+def test_the_rollback_puts_each_pods_own_backup_back_by_its_stable_name(lws_all, tmp_path):
     workload = lws_all
-    rc, output = run(workload)
-    assert rc == 0, output[-6000:]
+    # at -vvv with --diff, logged: the LeaderWorkerSet, its revisions and pods carry a secret in their env (POD_ENV)
+    env = dict(workload.kube.env, ANSIBLE_LOG_PATH=str(tmp_path / 'ansible.log'))
+    rc, restored = playbook(workload.inventory_path, 'dr_restore.yml', '-vvv', '--diff', env=env)
+    assert rc == 0, restored[-6000:]
     run_dir = report(workload)['purge']['backup_dir']
-    rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-e', f'vllm_dr_rollback_dir={run_dir}',
-                          '-e', 'vllm_dr_rollback_replace_cache=true', env=workload.kube.env)
+    rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-vvv', '--diff', '-e',
+                          f'vllm_dr_rollback_dir={run_dir}', '-e', 'vllm_dr_rollback_replace_cache=true', env=env)
     assert rc == 0, output[-6000:]
     for pod in lws_pod_names(GROUPS, SIZE):
         assert re.search(rf'{workload.namespace}/{pod}: {workload.namespace}_{pod}/token_cache\.db\.\S+\.bak '
                          r'\(its own backup\)', output), output[-6000:]
     assert all(copies(workload).values())
+    assert leaks(workload, {'dr_restore -vvv --diff': restored, 'dr_rollback -vvv --diff': output},
+                 tmp_path / 'ansible.log') == []
 
 
 def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_is_back(lws_all):

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import Workload
 from harness.k8s import GatewayRuntime, KubeError, delete_workload, pod_volume_python, statefulset_workload
-from harness.k8s_runbook import report, run, run_through_api_outage
+from harness.k8s_runbook import leaks, report, run, run_through_api_outage
 from harness.playbooks import playbook
 from lab.labctl import Lab
 from test_kubernetes_rbac_per_playbook import grant, kubeconfig_of, shipped_roles
@@ -113,14 +113,17 @@ def fetched_backups(result) -> dict:
     return found
 
 
-def test_rolling_update_statefulset_every_pods_own_cache_is_backed_up_purged_and_the_pods_restarted(statefulset):
+def test_rolling_update_statefulset_every_pods_own_cache_is_backed_up_purged_and_the_pods_restarted(
+        statefulset, tmp_path):
     workload = statefulset(replicas=3)
     before = pods_by_name(workload)
     assert sorted(before) == ['vllm-0', 'vllm-1', 'vllm-2']
     old_revision = update_revision(workload)
+    # at -vvv with --diff, logged: the StatefulSet, its revisions and pods carry a secret in their env (POD_ENV)
+    env = dict(workload.kube.env, ANSIBLE_LOG_PATH=str(tmp_path / 'ansible.log'))
 
-    rc, output = run(workload)
-    assert rc == 0, output[-6000:]
+    rc, restored = playbook(workload.inventory_path, 'dr_restore.yml', '-vvv', '--diff', env=env)
+    assert rc == 0, restored[-6000:]
 
     result = report(workload)
     k8s = result['diagnosis']['kubernetes']
@@ -146,13 +149,16 @@ def test_rolling_update_statefulset_every_pods_own_cache_is_backed_up_purged_and
     assert workload.lab.refresh('svc')[0] == 200
 
     # the rollback puts each ordinal's own backup back into the pod of that name, though every pod was replaced
-    rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-e',
+    rc, output = playbook(workload.inventory_path, 'dr_rollback.yml', '-vvv', '--diff', '-e',
                           f"vllm_dr_rollback_dir={result['purge']['backup_dir']}", '-e',
-                          'vllm_dr_rollback_replace_cache=true', env=workload.kube.env)
+                          'vllm_dr_rollback_replace_cache=true', env=env)
     assert rc == 0, output[-6000:]
     for pod, directory in workload.directories.items():
         assert f'{workload.namespace}/{pod}: {workload.namespace}_{pod}/' in output, output[-4000:]
         assert marked(os.path.join(directory, CACHE)) == pod
+    assert 'ESTABLISH kubectl CONNECTION' in restored + output
+    assert leaks(workload, {'dr_restore -vvv --diff': restored, 'dr_rollback -vvv --diff': output},
+                 tmp_path / 'ansible.log') == []
 
 
 def most_at_once(log: str) -> int:
