@@ -20,6 +20,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _detection, _dr_audit, _velero
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _fleet_report, _validation_metrics
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _reach
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._http_args import endpoint_args
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import missing_permissions, pod_hosts
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollback import rollback_plan, target_mismatch
@@ -125,10 +126,16 @@ def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm',
                    deployment, kind, prefix='velero_exclusion: ')
 
 
+def http_args(options, target):
+    """The arguments of vllm_dr_http that `target` (probe, uri) takes, under its names (``plugin_utils/_http_args.py``)."""
+    return _judged(endpoint_args, ValueError, options, target)
+
+
 class FilterModule:
     def filters(self):
         return {
             '_store_sweeper': store_sweeper,
+            '_http_args': http_args,
             '_fleet_report': fleet_report,
             '_validation_metrics': validation_metrics,
             '_detection_verdict': detection_verdict,

@@ -64,6 +64,12 @@ _value:
     probe_classification:
       description: The probe's classification, V(not probed) when no probe ran.
       type: str
+    probe_refusal:
+      description:
+        - One line naming why the probe could not judge the refresh path and the setting to fix, when its answer was
+          about the run's own setup (V(tls_error), V(unauthorized), V(unexpected)); such an answer is no reason for
+          the recovery, and the purge role refuses before its first change. V(null) otherwise.
+      type: str
     restart_pending:
       description:
         - The restart an earlier run left undone (C(run), C(since)), from the C(restart_pending) record; V(null) when

@@ -14,6 +14,15 @@ import json
 NOT_PROBED = 'not probed'
 # A probe that was not made, or that the module skipped, says nothing about the refresh path.
 _NO_LIVE_PROBE = (NOT_PROBED, 'skipped')
+# A probe whose answer says how the run is set up, not how the service stands: no evidence either way, and the purge
+# refuses before its first change, naming the setting to fix (the probe module's own advice, in the roles' names).
+_SETUP_PROBLEMS = {
+    'tls_error': "give vllm_dr_http.ca_path the CA bundle that signed the gateway's certificate (vllm_dr_http.client_cert "
+                 'when it wants a client certificate), or check the host name in vllm_dr_refresh_url',
+    'unauthorized': 'the gateway or its identity provider refused the client: check vllm_dr_client_id, '
+                    "vllm_dr_probe_session and the service's client credentials at the identity provider",
+    'unexpected': 'the answer is not a refresh response: check vllm_dr_refresh_url',
+}
 
 
 def probe_classification(probe) -> str:
@@ -39,6 +48,17 @@ def restart_pending(record) -> dict | None:
     return {'run': str(parsed.get('run') or 'unknown'), 'since': str(parsed.get('since') or 'unknown')}
 
 
+def probe_refusal(probe) -> str | None:
+    """One line naming why the refresh probe could not judge the refresh path and what to set, when its answer was
+    about the run's own setup (tls_error, unauthorized, unexpected); None otherwise."""
+    classification = probe_classification(probe)
+    if classification not in _SETUP_PROBLEMS:
+        return None
+    error = (probe or {}).get('error')
+    return (f"the refresh probe could not judge the refresh path ({classification}{': ' + str(error) if error else ''})"
+            f', so nothing is changed: {_SETUP_PROBLEMS[classification]}')
+
+
 def pending_reason(pending: dict) -> str:
     return (f"run {pending['run']} changed the service at {pending['since']} and did not restart it: it still runs "
             'with what it loaded before the purge')
@@ -60,7 +80,7 @@ def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str
     if sessions['matched'] > 0:
         reasons.append(f"{sessions['matched']} sessions to sweep ({select})")
     classification = probe_classification(probe)
-    if classification not in ('healthy',) + _NO_LIVE_PROBE:
+    if classification not in ('healthy',) + _NO_LIVE_PROBE + tuple(_SETUP_PROBLEMS):
         reasons.append(f'refresh probe: {classification}')
     # Old error lines describe the past; they decide only when no live probe could be made.
     if classification in _NO_LIVE_PROBE and logs['error_lines'] > 0:
@@ -92,12 +112,14 @@ def independent_evidence(cache: dict, sessions: dict, logs: dict, select: str, p
 
 
 def recovery_verdict(evidence: dict, select: str) -> dict:
-    """{'recovery_needed', 'reasons', 'evidence', 'probe_classification', 'restart_pending'} from the evidence dict
-    (cache, sessions, probe, logs, and restart_pending: the record restart_pending() reads, if any): ``evidence`` in
-    the answer is independent_evidence(), ``restart_pending`` the restart an earlier run left undone (or None)."""
+    """{'recovery_needed', 'reasons', 'evidence', 'probe_classification', 'probe_refusal', 'restart_pending'} from
+    the evidence dict (cache, sessions, probe, logs, and restart_pending: the record restart_pending() reads, if any):
+    ``evidence`` in the answer is independent_evidence(), ``probe_refusal`` probe_refusal() (the purge refuses when it
+    is set), ``restart_pending`` the restart an earlier run left undone (or None)."""
     pending = restart_pending(evidence.get('restart_pending'))
     reasons = recovery_reasons(evidence['cache'], evidence['sessions'], evidence.get('probe'), evidence['logs'], select,
                                pending)
     return {'recovery_needed': bool(reasons), 'reasons': reasons,
             'evidence': independent_evidence(evidence['cache'], evidence['sessions'], evidence['logs'], select, pending),
-            'probe_classification': probe_classification(evidence.get('probe')), 'restart_pending': pending}
+            'probe_classification': probe_classification(evidence.get('probe')),
+            'probe_refusal': probe_refusal(evidence.get('probe')), 'restart_pending': pending}

@@ -10,10 +10,8 @@ import ssl
 import urllib.request
 
 import pytest
-import yaml
 
-from harness.lab_runs import incident_lab
-from harness.playbooks import playbook
+from harness.lab_runs import incident_lab, run_with
 from harness.reports import report_path
 from harness.servers import LOOPBACK, IdpServer, TlsFiles, gunicorn_command
 from lab.keycloak import INTROSPECTION_CLIENT
@@ -52,11 +50,7 @@ def tls_provider_lab(tmp_path):
 
 
 def run(lab, tmp_path, introspection: dict, *extra) -> tuple:
-    inventory = lab.inventory(str(tmp_path / 'reports'))
-    inventory['all']['children']['vllm']['hosts']['lab']['vllm_dr_introspection'] = introspection
-    path = tmp_path / 'inventory.yml'
-    path.write_text(yaml.safe_dump(inventory))
-    return playbook(str(path), 'dr_restore.yml', *extra)
+    return run_with(lab, tmp_path, {'vllm_dr_introspection': introspection}, *extra)
 
 
 def test_the_runbook_asks_a_provider_behind_a_private_ca_through_ca_path_and_recovers(tls_provider_lab, tmp_path):

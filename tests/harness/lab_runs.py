@@ -6,6 +6,7 @@ import contextlib
 
 import yaml
 
+from harness.playbooks import playbook
 from lab.labctl import Lab
 
 
@@ -31,10 +32,11 @@ def write_inventory(lab, tmp_path):
 
 
 @contextlib.contextmanager
-def incident_lab(tmp_path, sessions: int = 3):
-    """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored."""
+def incident_lab(tmp_path, sessions: int = 3, tls: bool = False):
+    """The lab after the incident: snapshot taken, tokens rotated at the provider, snapshot restored (its gateway on
+    https with a private CA when `tls`)."""
     lab = Lab(str(tmp_path / 'lab'))
-    lab.up(sessions=sessions)
+    lab.up(sessions=sessions, tls=tls)
     try:
         lab.snapshot()
         lab.rotate()
@@ -54,3 +56,13 @@ def keycloak_lab(tmp_path, keycloak, sessions: int = 3):
         yield write_inventory(lab, tmp_path)
     finally:
         lab.down()
+
+
+def run_with(lab, tmp_path, host_vars: dict, *extra, name: str = 'dr_restore.yml') -> tuple:
+    """(rc, output) of playbook `name` on the lab, its inventory's host variables overridden by `host_vars` (written
+    to tmp_path/inventory.yml; reports in tmp_path/reports)."""
+    inventory = lab.inventory(str(tmp_path / 'reports'))
+    inventory['all']['children']['vllm']['hosts']['lab'].update(host_vars)
+    path = tmp_path / 'inventory.yml'
+    path.write_text(yaml.safe_dump(inventory))
+    return playbook(str(path), name, *extra)

@@ -23,7 +23,8 @@ def evidence(cache=None, matched=0, probe='healthy', error_lines=0):
 
 def test_recovery_is_not_needed_when_every_piece_of_evidence_is_clean():
     assert recovery_verdict(evidence(), 'expired') == {'recovery_needed': False, 'reasons': [], 'evidence': [],
-                                                       'probe_classification': 'healthy', 'restart_pending': None}
+                                                       'probe_classification': 'healthy', 'probe_refusal': None,
+                                                       'restart_pending': None}
 
 
 def test_a_stale_cache_needs_the_recovery_with_its_own_reason():
@@ -115,3 +116,22 @@ def test_a_damaged_restart_record_still_needs_the_restart(record):
 def test_no_restart_record_needs_nothing(record):
     result = recovery_verdict(dict(evidence(), restart_pending=record), 'expired')
     assert result['restart_pending'] is None and not result['recovery_needed']
+
+
+@pytest.mark.parametrize('classification, setting', [('tls_error', 'vllm_dr_http.ca_path'),
+                                                     ('unauthorized', 'vllm_dr_client_id'),
+                                                     ('unexpected', 'vllm_dr_refresh_url')])
+def test_a_probe_refused_for_the_runs_own_setup_is_no_reason_and_names_the_setting(classification, setting):
+    result = recovery_verdict(evidence(probe={'classification': classification, 'error': 'CERTIFICATE_VERIFY_FAILED'},
+                                       error_lines=4), 'expired')
+    assert result['recovery_needed'] is False and result['reasons'] == []
+    assert result['probe_refusal'].startswith(
+        f'the refresh probe could not judge the refresh path ({classification}: CERTIFICATE_VERIFY_FAILED), so '
+        'nothing is changed: ')
+    assert setting in result['probe_refusal'] and '\n' not in result['probe_refusal']
+
+
+@pytest.mark.parametrize('probe', [None, {'classification': 'healthy'}, {'classification': 'stale_token'},
+                                   {'classification': 'unreachable'}, {'classification': 'skipped'}])
+def test_every_other_probe_leaves_no_refusal(probe):
+    assert recovery_verdict(evidence(probe=probe), 'expired')['probe_refusal'] is None
