@@ -53,7 +53,8 @@ class ActionModule(ActionBase):
         result.update(changed=False, pods=[], copies=[])
         if not pods:
             return result
-        problem = unwritable(args['dest']) if args['dest'] else ''
+        # in check mode no backup is written, so nothing is made on the controller either
+        problem = unwritable(args['dest']) if args['dest'] and not self._task.check_mode else ''
         if problem:
             raise AnsibleActionFail(f'{problem}; give dest a directory the controller can write (nothing was purged)')
         hostvars = task_vars['hostvars']

@@ -11,18 +11,37 @@ from __future__ import annotations
 
 import json
 
+from ._refresh_probe import CLIENT_ERRORS
+
 NOT_PROBED = 'not probed'
 # A probe that was not made, or that the module skipped, says nothing about the refresh path.
 _NO_LIVE_PROBE = (NOT_PROBED, 'skipped')
-# A probe whose answer says how the run is set up, not how the service stands: no evidence either way, and the purge
-# refuses before its first change, naming the setting to fix (the probe module's own advice, in the roles' names).
-_SETUP_PROBLEMS = {
-    'tls_error': "give vllm_dr_http.ca_path the CA bundle that signed the gateway's certificate (vllm_dr_http.client_cert "
-                 'when it wants a client certificate), or check the host name in vllm_dr_refresh_url',
-    'unauthorized': 'the gateway or its identity provider refused the client: check vllm_dr_client_id, '
-                    "vllm_dr_probe_session and the service's client credentials at the identity provider",
-    'unexpected': 'the answer is not a refresh response: check vllm_dr_refresh_url',
-}
+# A probe whose answer says how the run is set up, not how the service stands, is no evidence either way, and the purge
+# refuses before its first change, naming the setting to fix (in the roles' names): see setup_problem().
+_TLS_FIX = ("give vllm_dr_http.ca_path the CA bundle that signed the gateway's certificate (vllm_dr_http.client_cert "
+            'when it wants a client certificate), or check the host name in vllm_dr_refresh_url')
+_CLIENT_FIX = ('the gateway or its identity provider refused the client: check vllm_dr_client_id and the service\'s '
+               'client credentials at the identity provider')
+_URL_FIX = 'nothing answers a refresh there: check vllm_dr_refresh_url'
+_OPTIONS_FIX = 'the probe refused its options: fix the setting its message names (vllm_dr_http, vllm_dr_refresh_url)'
+
+
+def setup_problem(probe) -> str | None:
+    """The setting to fix when the probe's answer is about the run's own setup, else None: a TLS handshake that
+    failed; a client the provider refused by name (invalid_client, unauthorized_client; a bare 401 may be the
+    incident's own answer); a refresh URL that is not one (404, 405); a probe that ran and gave no classification
+    (the module refused an option: its task does not fail, so its message is all there is)."""
+    probe = probe or {}
+    classification = probe.get('classification')
+    if classification is None:
+        return None if probe.get('skipped') or not probe else _OPTIONS_FIX
+    if classification == 'tls_error':
+        return _TLS_FIX
+    if classification == 'unauthorized' and probe.get('error') in CLIENT_ERRORS:
+        return _CLIENT_FIX
+    if classification == 'unexpected' and probe.get('status') in (404, 405):
+        return _URL_FIX
+    return None
 
 
 def probe_classification(probe) -> str:
@@ -50,13 +69,14 @@ def restart_pending(record) -> dict | None:
 
 def probe_refusal(probe) -> str | None:
     """One line naming why the refresh probe could not judge the refresh path and what to set, when its answer was
-    about the run's own setup (tls_error, unauthorized, unexpected); None otherwise."""
-    classification = probe_classification(probe)
-    if classification not in _SETUP_PROBLEMS:
+    about the run's own setup (setup_problem()); None otherwise."""
+    fix = setup_problem(probe)
+    if fix is None:
         return None
-    error = (probe or {}).get('error')
-    return (f"the refresh probe could not judge the refresh path ({classification}{': ' + str(error) if error else ''})"
-            f', so nothing is changed: {_SETUP_PROBLEMS[classification]}')
+    probe = probe or {}
+    said = probe.get('error') or probe.get('msg')
+    return (f"the refresh probe could not judge the refresh path ({probe.get('classification') or 'no answer'}"
+            f"{': ' + str(said) if said else ''}), so nothing is changed: {fix}")
 
 
 def pending_reason(pending: dict) -> str:
@@ -80,7 +100,7 @@ def recovery_reasons(cache: dict, sessions: dict, probe, logs: dict, select: str
     if sessions['matched'] > 0:
         reasons.append(f"{sessions['matched']} sessions to sweep ({select})")
     classification = probe_classification(probe)
-    if classification not in ('healthy',) + _NO_LIVE_PROBE + tuple(_SETUP_PROBLEMS):
+    if classification not in ('healthy',) + _NO_LIVE_PROBE and setup_problem(probe) is None:
         reasons.append(f'refresh probe: {classification}')
     # Old error lines describe the past; they decide only when no live probe could be made.
     if classification in _NO_LIVE_PROBE and logs['error_lines'] > 0:

@@ -66,7 +66,7 @@ options:
       - The run's backup directory on the controller. Each pod's backups go to C(<dest>/<namespace>_<pod>/).
       - Required with O(module=vllm_token_cache), which may write backups.
       - It is made (mode V(0700)) when missing, and a file is written in it and removed before any pod is worked on;
-        when that fails the task fails and no pod's cache is touched.
+        when that fails the task fails and no pod's cache is touched. In check mode it is neither made nor written.
     type: path
   parallel:
     description:

@@ -31,5 +31,10 @@ def endpoint_args(options, target: str) -> dict:
     if not isinstance(options, Mapping):
         raise ValueError(f'vllm_dr_http must be a dict of {", ".join(sorted(TARGETS["probe"]))} and retries, '
                          f'not {type(options).__name__}')
+    headers = options.get('headers')
+    if headers is not None and not isinstance(headers, Mapping):
+        # a string would reach the probe whole, and only the whole string would be hidden, not each value
+        raise ValueError('vllm_dr_http.headers must be a dict of header names and values (YAML mapping), not '
+                         f'{type(headers).__name__}')
     names = TARGETS[target]
     return {names[key]: value for key, value in options.items() if key in names and value is not None}

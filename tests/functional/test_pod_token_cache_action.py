@@ -27,7 +27,7 @@ os.execvp(command[0], command)
 '''
 
 
-def purge(tmp_path, dest: str) -> tuple:
+def purge(tmp_path, dest: str, *extra) -> tuple:
     """(rc, the task's result or the run's output) of the action purging both pods' caches into `dest`."""
     root = tmp_path / 'pods'
     for pod in PODS:
@@ -59,10 +59,11 @@ def purge(tmp_path, dest: str) -> tuple:
         content: "{{{{ purged | to_json }}}}"
         dest: {tmp_path / 'result.json'}
         mode: "0600"
+      check_mode: false
 """)
     env = dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                PATH=f'{tools}{os.pathsep}{os.environ["PATH"]}')
-    out = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', str(play)],
+    out = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', str(play), *extra],
                          capture_output=True, text=True, env=env, timeout=300, check=False)
     if out.returncode:
         return out.returncode, out.stdout + out.stderr
@@ -97,6 +98,17 @@ def test_a_dest_the_controller_cannot_write_fails_in_one_line_before_any_pod_is_
               'can write (nothing was purged)'
     assert f'"msg": "{message}"' in output, output
     assert 'Traceback' not in output
+    for pod in PODS:
+        assert (tmp_path / 'pods' / pod / 'token_cache.db').exists()
+        assert not (tmp_path / 'pods' / pod / 'backups').exists()
+
+
+def test_check_mode_makes_nothing_on_the_controller_and_touches_no_pod(tmp_path):
+    dest = tmp_path / 'run' / 'backups'
+    rc, result = purge(tmp_path, str(dest), '--check')
+    assert rc == 0, result
+    assert [pod['failed'] for pod in result['pods']] == [False, False] and result['copies'] == []
+    assert not (tmp_path / 'run').exists()
     for pod in PODS:
         assert (tmp_path / 'pods' / pod / 'token_cache.db').exists()
         assert not (tmp_path / 'pods' / pod / 'backups').exists()

@@ -118,20 +118,36 @@ def test_no_restart_record_needs_nothing(record):
     assert result['restart_pending'] is None and not result['recovery_needed']
 
 
-@pytest.mark.parametrize('classification, setting', [('tls_error', 'vllm_dr_http.ca_path'),
-                                                     ('unauthorized', 'vllm_dr_client_id'),
-                                                     ('unexpected', 'vllm_dr_refresh_url')])
-def test_a_probe_refused_for_the_runs_own_setup_is_no_reason_and_names_the_setting(classification, setting):
-    result = recovery_verdict(evidence(probe={'classification': classification, 'error': 'CERTIFICATE_VERIFY_FAILED'},
-                                       error_lines=4), 'expired')
+@pytest.mark.parametrize('probe, setting', [
+    ({'classification': 'tls_error', 'error': 'CERTIFICATE_VERIFY_FAILED'}, 'vllm_dr_http.ca_path'),
+    ({'classification': 'unauthorized', 'error': 'invalid_client', 'status': 401}, 'vllm_dr_client_id'),
+    ({'classification': 'unauthorized', 'error': 'unauthorized_client', 'status': 400}, 'vllm_dr_client_id'),
+    ({'classification': 'unexpected', 'error': 'HTTP 404', 'status': 404}, 'vllm_dr_refresh_url'),
+    ({'changed': False, 'failed': False, 'msg': 'http_client_key requires http_client_cert'}, 'vllm_dr_http')])
+def test_a_probe_refused_for_the_runs_own_setup_is_no_reason_and_names_the_setting(probe, setting):
+    result = recovery_verdict(evidence(probe=probe), 'expired')
     assert result['recovery_needed'] is False and result['reasons'] == []
+    said = probe.get('error') or probe['msg']
     assert result['probe_refusal'].startswith(
-        f'the refresh probe could not judge the refresh path ({classification}: CERTIFICATE_VERIFY_FAILED), so '
+        f"the refresh probe could not judge the refresh path ({probe.get('classification', 'no answer')}: {said}), so "
         'nothing is changed: ')
     assert setting in result['probe_refusal'] and '\n' not in result['probe_refusal']
 
 
-@pytest.mark.parametrize('probe', [None, {'classification': 'healthy'}, {'classification': 'stale_token'},
-                                   {'classification': 'unreachable'}, {'classification': 'skipped'}])
+@pytest.mark.parametrize('probe', [
+    None, SKIPPED_TASK, {'classification': 'healthy'}, {'classification': 'stale_token'},
+    {'classification': 'unreachable'}, {'classification': 'skipped'},
+    # a bare 401 or an RFC 6750 invalid_token may be the incident's own answer to a stale token
+    {'classification': 'unauthorized', 'error': 'HTTP 401', 'status': 401},
+    {'classification': 'unauthorized', 'error': 'invalid_token', 'status': 401},
+    # a gateway that answers 200 without a token, or a token with an unusable expiry, is the service's own state
+    {'classification': 'unexpected', 'error': 'no token in the response', 'status': 200}])
 def test_every_other_probe_leaves_no_refusal(probe):
     assert recovery_verdict(evidence(probe=probe), 'expired')['probe_refusal'] is None
+
+
+@pytest.mark.parametrize('classification', ['unauthorized', 'unexpected'])
+def test_an_unauthorized_or_unexpected_answer_about_the_service_still_needs_the_recovery(classification):
+    result = recovery_verdict(evidence(probe={'classification': classification, 'error': 'HTTP 401', 'status': 401}),
+                              'expired')
+    assert result['reasons'] == [f'refresh probe: {classification}'] and result['probe_refusal'] is None

@@ -29,3 +29,10 @@ def test_a_value_that_is_not_a_dict_and_an_unknown_target_are_named():
         endpoint_args('/etc/pki/ca.pem', 'probe')
     with pytest.raises(ValueError, match="unknown target 'curl'"):
         endpoint_args(ALL, 'curl')
+
+
+def test_headers_given_as_text_are_refused_without_their_value():
+    with pytest.raises(ValueError) as raised:
+        endpoint_args({'headers': '{"X-Api-Key": "k-123"}'}, 'probe')
+    assert str(raised.value) == ('vllm_dr_http.headers must be a dict of header names and values (YAML mapping), '
+                                 'not str')
