@@ -68,8 +68,8 @@ _value:
       description:
         - One line naming why the probe could not judge the refresh path and the setting to fix, when its answer was
           about the run's own setup (V(tls_error); V(unauthorized) with C(invalid_client) or C(unauthorized_client);
-          V(unexpected) with HTTP 404 or 405; no classification at all, the module having refused an option). Such an
-          answer is no reason for the recovery, and the purge role refuses before any change. V(null) otherwise.
+          V(unexpected) with HTTP 404 or 405). Such an answer is no reason for the recovery, and the purge role
+          refuses before any change. V(null) otherwise (a probe whose module failed counts as not probed).
       type: str
     restart_pending:
       description:

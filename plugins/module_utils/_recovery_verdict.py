@@ -23,18 +23,16 @@ _TLS_FIX = ("give vllm_dr_http.ca_path the CA bundle that signed the gateway's c
 _CLIENT_FIX = ('the gateway or its identity provider refused the client: check vllm_dr_client_id and the service\'s '
                'client credentials at the identity provider')
 _URL_FIX = 'nothing answers a refresh there: check vllm_dr_refresh_url'
-_OPTIONS_FIX = 'the probe refused its options: fix the setting its message names (vllm_dr_http, vllm_dr_refresh_url)'
 
 
 def setup_problem(probe) -> str | None:
     """The setting to fix when the probe's answer is about the run's own setup, else None: a TLS handshake that
     failed; a client the provider refused by name (invalid_client, unauthorized_client; a bare 401 may be the
-    incident's own answer); a refresh URL that is not one (404, 405); a probe that ran and gave no classification
-    (the module refused an option: its task does not fail, so its message is all there is)."""
+    incident's own answer); a refresh URL that is not one (404, 405). A probe that gave no answer at all (its module
+    failed: the probe session swept by an earlier run, an option refused) counts as not probed, as it always did: a
+    re-run must still finish the restart an earlier run left undone."""
     probe = probe or {}
     classification = probe.get('classification')
-    if classification is None:
-        return None if probe.get('skipped') or not probe else _OPTIONS_FIX
     if classification == 'tls_error':
         return _TLS_FIX
     if classification == 'unauthorized' and probe.get('error') in CLIENT_ERRORS:

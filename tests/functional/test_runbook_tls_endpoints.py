@@ -65,15 +65,3 @@ def test_a_key_the_runbook_does_not_know_is_refused_before_the_run_starts(tls_la
     report = result(tmp_path, output)
     assert report['outcome'] == 'stopped' and report['diagnosis'] == {}, report
     assert 'vllm_dr_http.cacert' in report['reason'] and 'ca_path' in report['reason'], report['reason']
-
-
-def test_a_probe_that_refuses_its_options_stops_the_run_naming_them(tls_lab, tmp_path):
-    rc, output = run(tls_lab, tmp_path, {'ca_path': tls_lab.state['tls_files']['ca'],
-                                         'client_key': tls_lab.state['tls_files']['key']}, '--check')
-    assert rc != 0
-    report = result(tmp_path, output)
-    refusal = report['diagnosis']['probe_refusal']
-    fix = 'fix the setting its message names (vllm_dr_http, vllm_dr_refresh_url)'
-    assert refusal.startswith('the refresh probe could not judge the refresh path (no answer: ') and \
-        'http_client_cert' in refusal and refusal.endswith(fix), refusal
-    assert report['outcome'] == 'stopped' and refusal in report['reason'], report['reason']
