@@ -55,11 +55,13 @@ def test_disk_full_then_rerun_then_restore_brings_every_session_back(tmp_path, s
     assert 'free space, then re-run with the same backup_path' in full['msg']
     gone = set(original) - set(sessions(client))
     assert len(gone) == full['deleted'] and gone <= set(restorable(backup))
-    assert not backup.read_bytes().endswith(b'\n'), 'the refused write left a torn last line'
+    # the refused write leaves a torn last line, unless the limit fell just after a line's newline (lines vary in
+    # length with the time in them: about one run in 150)
+    torn = not backup.read_bytes().endswith(b'\n')
 
     rerun = run_sweep(tmp_path, server, state='swept', backup_path=str(backup))
     assert rerun['_rc'] == 0, rerun.get('msg')
-    assert 'cut off a torn last line' in json.dumps(rerun.get('warnings'))
+    assert ('cut off a torn last line' in json.dumps(rerun.get('warnings'))) is torn, rerun.get('warnings')
     assert full['deleted'] + rerun['deleted'] == 30000
     gone = set(original) - set(sessions(client))
     assert len(gone) == 30000 and set(restorable(backup)) == gone
