@@ -71,10 +71,10 @@ def probe_refusal(probe) -> str | None:
     fix = setup_problem(probe)
     if fix is None:
         return None
-    probe = probe or {}
-    said = probe.get('error') or probe.get('msg')
-    return (f"the refresh probe could not judge the refresh path ({probe.get('classification') or 'no answer'}"
-            f"{': ' + str(said) if said else ''}), so nothing is changed: {fix}")
+    # setup_problem() answers only for a probe with a classification
+    error = probe.get('error')
+    return (f"the refresh probe could not judge the refresh path ({probe['classification']}"
+            f"{': ' + str(error) if error else ''}), so nothing is changed: {fix}")
 
 
 def pending_reason(pending: dict) -> str:
