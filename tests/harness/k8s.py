@@ -45,6 +45,8 @@ class KubeCluster:
         self.state_dir = os.path.join(workdir, 'clusters')
         # the kubelet's part for the control plane's own processes (see _supervise)
         self.component_restarts = []
+        # controllers the suite runs against this cluster outside it (the LWS manager): named in state_of
+        self.controllers = []
         self._stopped = set()
         self._lock = threading.Lock()
         self._halt = threading.Event()
@@ -141,7 +143,8 @@ class KubeCluster:
 
     @contextlib.contextmanager
     def api_server_down(self, seconds: float):
-        """The API server killed for `seconds` (a crash), then started again and ready."""
+        """The API server killed for `seconds` (a crash), then started again and ready, and each controller the suite
+        runs against it watching again (see LwsController.watching_again)."""
         argv = self.stop_component('kube-apiserver')
         try:
             time.sleep(seconds)
@@ -149,6 +152,8 @@ class KubeCluster:
         finally:
             self.start_component('kube-apiserver', argv)
         self.wait_ready()
+        for controller in self.controllers:
+            controller.watching_again()
 
     def _start(self, name: str, argv: list) -> None:
         cluster_dir = os.path.join(self.state_dir, 'clusters', self.name)
@@ -235,7 +240,8 @@ class KubeCluster:
 
     def state_of(self, namespace: str) -> str:
         """What a person would look at when a rollout in `namespace` did not finish: its workloads and pods, its last
-        events, and the control-plane processes the suite started again (for a test's failure message)."""
+        events, the control-plane processes the suite started again, and the state and last log lines of each controller
+        the suite runs against the cluster (for a test's failure message)."""
         parts = []
         for title, args in (('workloads and pods', ('get', 'statefulsets,deployments,pods', '-o', 'wide')),
                             ('last events', ('get', 'events', '--sort-by=.lastTimestamp'))):
@@ -247,6 +253,14 @@ class KubeCluster:
         restarts = ', '.join(f'{name} at {time.strftime("%H:%M:%S", time.gmtime(when))}'
                              for name, when, _tail in self.component_restarts)
         parts.append(f'--- control-plane processes started again: {restarts or "none"}')
+        for controller in self.controllers:
+            for kind in controller.kinds:
+                status = self.kubectl('-n', namespace, 'get', kind, '-o',
+                                      'jsonpath={range .items[*]}{.metadata.name}: {.status}{"\\n"}{end}', check=False)
+                parts.append(f'--- {kind} status in {namespace}:\n{status}')
+            code = controller.process.poll() if controller.process is not None else 'never started'
+            parts.append(f'--- {controller.name}: ' + ('running' if code is None else f'exited ({code})') +
+                         ', its last lines:\n' + controller.log_tail(25))
         return '\n'.join(parts)
 
     def running_pods(self, namespace: str, selector: str = 'app=vllm') -> list:

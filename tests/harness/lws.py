@@ -25,7 +25,9 @@ from __future__ import annotations
 import base64
 import copy
 import glob
+import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -42,6 +44,7 @@ BUILD_SH = os.path.join(ROOT, 'tools', 'lws', 'build.sh')
 WEBHOOK_NAMES = {'MutatingWebhookConfiguration': 'lws-mutating-webhook-configuration',
                  'ValidatingWebhookConfiguration': 'lws-validating-webhook-configuration'}
 CRDS = ('leaderworkersets.leaderworkerset.x-k8s.io', 'disaggregatedsets.disaggregatedset.x-k8s.io')
+WORKER_LABEL = 'leaderworkerset.sigs.k8s.io/worker-index'
 
 
 def build() -> str:
@@ -89,6 +92,7 @@ class LwsController(_Process):
     """The LWS manager of the release on `kube`'s control plane, its CRDs and admission webhooks installed."""
 
     name = 'lws-manager'
+    kinds = ('leaderworkersets',)  # what state_of shows the status of
     start_timeout = 60.0
 
     def __init__(self, kube: KubeCluster, workdir: str):
@@ -114,7 +118,8 @@ class LwsController(_Process):
             yaml.safe_dump(config, handle)
 
     def _command(self) -> list:
-        return [os.path.join(self.cache, 'bin', 'lws-manager'), '--config', self.config_path, '--zap-log-level', 'info']
+        # verbosity 2: the log names each pod its pod controller reconciled (watching_again)
+        return [os.path.join(self.cache, 'bin', 'lws-manager'), '--config', self.config_path, '--zap-log-level', '2']
 
     def _environment(self) -> dict:
         return dict(os.environ, KUBECONFIG=self.kube.kubeconfig)
@@ -142,6 +147,48 @@ class LwsController(_Process):
                     raise ServerError(f'the CRD {crd} was not established in {timeout:.0f} s')
                 time.sleep(0.2)
 
+    def start_again(self) -> None:
+        """Start the manager again after kill(), on the same ports and certificates (its webhooks still point there)."""
+        with open(self.log_path, 'ab') as log:
+            self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+                self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+                env=self._environment())
+        if not self._wait_ready():
+            raise ServerError(f'{self.name} did not start again; its log: {self.log_tail()}')
+
+    def watching_again(self, timeout: float = 120) -> None:
+        """Wait until the manager sees pod changes again, after the API server was down.
+
+        The LWS controller judges a group's pods when the LeaderWorkerSet or one of its StatefulSets changes, from its
+        own cache of the pods; a pod's change alone does not make it judge. After an outage each of its watches comes
+        back after its own back-off (seen 17 to 22 s apart, in any order): if the last StatefulSet change of a group
+        reaches it before its pod watch is back, it judges the group from pods of before and the rollout stalls until
+        the next change (its resync is 10 h). A test of the runbook's wait lets pods become ready only after this.
+
+        Seen by a change the pod watch must bring: an annotation of a leader pod, which the manager's pod controller
+        answers with a reconcile of that pod (logged at verbosity 2). Nothing to wait for without a leader pod."""
+        pods = json.loads(self.kube.kubectl('get', 'pods', '-A', '-l', WORKER_LABEL + '=0', '-o', 'json'))['items']
+        # a leader being deleted is not reconciled to the end
+        leaders = [item['metadata'] for item in pods if not item['metadata'].get('deletionTimestamp')]
+        if not leaders:
+            return
+        namespace, pod = leaders[0]['namespace'], leaders[0]['name']
+        reconciled = re.compile(r'Worker Reconcile completed\.\s+\{.*"Pod": \{"name":"%s","namespace":"%s"\}'
+                                % (re.escape(pod), re.escape(namespace)))
+        mark = os.path.getsize(self.log_path)
+        self.kube.kubectl('-n', namespace, 'annotate', 'pod', pod, f'vllm-dr-suite/watched={time.time_ns()}',
+                          '--overwrite')
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log_path, encoding='utf-8', errors='replace') as log:
+                log.seek(mark)
+                if reconciled.search(log.read()):
+                    return
+            if time.monotonic() > deadline:
+                raise ServerError(f'{self.name} did not see a change of pod {namespace}/{pod} in {timeout:.0f} s '
+                                  f'after the API server came back; its log: {self.log_tail()}')
+            time.sleep(0.5)
+
     def start(self):
         self.tls = TlsFiles(os.path.join(self.dir, 'tls'))
         os.makedirs(self.cert_dir, exist_ok=True)
@@ -155,12 +202,15 @@ class LwsController(_Process):
         with open(self.tls.ca_cert, 'rb') as handle:
             ca_bundle = base64.b64encode(handle.read()).decode()
         self.kube.apply(*webhook_configurations(self.cache, self.webhook_port, ca_bundle))
+        self.kube.controllers.append(self)
         return self
 
     def stop(self) -> None:
         # the webhooks go first: a pod of an LWS created after the manager stopped would be refused (failurePolicy Fail)
         for kind, name in WEBHOOK_NAMES.items():
             self.kube.kubectl('delete', kind.lower(), name, '--ignore-not-found', check=False)
+        if self in self.kube.controllers:
+            self.kube.controllers.remove(self)
         super().stop()
 
 
