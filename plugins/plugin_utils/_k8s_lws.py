@@ -223,7 +223,29 @@ def rollout_status(workload: dict, group_list: list = ()) -> str:
                  for cond in _conditions(workload).values()]
     text = ', '.join(parts) + '; conditions: ' + ('; '.join(described) if described else 'none reported')
     unready = [f"group {group['index']} ({group['problem']})" for group in group_list or [] if not group['ready']]
-    return text + (f"; not ready: {'; '.join(unready)}" if unready else '')
+    return text + (f"; not ready: {'; '.join(unready)}" if unready else '') + status_lag(workload, group_list)
+
+
+def status_lag(workload: dict, group_list: list = ()) -> str:
+    """'' unless the groups' own pods (`group_list`, from groups()) show more groups ready, or updated and ready, than
+    the LeaderWorkerSet's status counts: then its controller has not judged them since they changed, and the rollout
+    waits on it, not on the pods. The controller judges a group's pods only when the LeaderWorkerSet or one of its
+    StatefulSets changes, not when a pod does; one that was not watching when the last of those changes came (its
+    watches were down: after an API server outage, each comes back after its own back-off) stays behind until the
+    next change. So does one that is not running."""
+    c, wanted = _counts(workload), wanted_groups(workload)
+    counted = [group for group in group_list or [] if 0 <= group['index'] < wanted]
+    ready = sum(1 for group in counted if group['ready'])
+    updated = sum(1 for group in counted if group['ready'] and group['updated'])
+    if not counted or c['observed'] < c['generation'] or (ready <= c['ready'] and updated <= c['updated']):
+        return ''
+    name, namespace = _meta(workload).get('name'), _meta(workload).get('namespace')
+    return (f"; its groups' pods show {ready} ready, {updated} of them updated, more than its status counts: the "
+            f"LeaderWorkerSet controller has not judged them since they changed (it does when the LeaderWorkerSet or "
+            f"one of its StatefulSets changes, and misses a change while its watches are down, as after an API server "
+            f"outage). Check that the controller runs, make it judge the groups again (kubectl -n {namespace} annotate "
+            f"leaderworkerset {name} vllm-dr.inferops.io/reconcile=$(date +%s) --overwrite, which restarts "
+            f"nothing), then re-run")
 
 
 def partition(workload: dict) -> int:

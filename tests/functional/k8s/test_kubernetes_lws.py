@@ -12,6 +12,8 @@ import glob
 import os
 import re
 import shlex
+import threading
+import time
 import uuid
 
 import pytest
@@ -173,6 +175,59 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
     rc, output = run_through_api_outage(workload, restarted)
     assert rc == 0, output[-6000:]
     assert report(workload)['validation']['failed'] == []
+
+
+def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_so(lws_all, lws_controller):
+    """The LWS controller stops once group 1's pods of the restart exist, before they are ready (killed: as one whose
+    watches were down when the last StatefulSet change came, it judges nothing more). Its status keeps counting group
+    1 not ready while its pods are: the wait fails at its deadline, counts the groups' pods against the status and
+    says how to make the controller judge them again. Once the controller runs again, the rollout finishes; the
+    annotation the message proposes restarts nothing."""
+    workload, kube = lws_all, lws_all.kube
+    if not kube.owned:
+        pytest.skip('stops the LWS controller: only on the suite\'s own cluster')
+    before = {pod['metadata']['name']: pod['metadata']['uid'] for pod in workload.pods()}
+    workload.write_inventory(vllm_dr_k8s_rollout_timeout=60)
+    outcome = {}
+
+    def runbook():
+        outcome['rc'], outcome['output'] = run(workload)
+
+    def restarted_group_one() -> bool:
+        uids = {pod['metadata']['name']: pod['metadata']['uid']
+                for pod in kube.get('pods', namespace=workload.namespace)['items']}
+        return all(uids.get(name, before[name]) != before[name] for name in ('vllm-1', 'vllm-1-1'))
+
+    kube.kubectl('cordon', 'kwok-node-0')
+    thread = threading.Thread(target=runbook)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 300
+        # group 1's pods of the restart, pending on the cordoned node
+        while not restarted_group_one():
+            assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
+            time.sleep(0.5)
+        lws_controller.kill()
+        kube.kubectl('uncordon', 'kwok-node-0')
+        thread.join(timeout=400)
+        assert outcome['rc'] != 0, outcome['output'][-4000:]
+        message = outcome['output']
+        assert 'did not finish in 60 s: groups updated' in message, message[-4000:]
+        assert "its groups' pods show 2 ready, 1 of them updated, more than its status counts" in message
+        assert (f'kubectl -n {workload.namespace} annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile='
+                in message)
+    finally:
+        kube.kubectl('uncordon', 'kwok-node-0', check=False)
+        thread.join(timeout=400)
+        if lws_controller.process.poll() is not None:
+            lws_controller.start_again()
+    lws_ready(kube, workload.namespace, GROUPS)
+    rolled = workload.uids()
+    kube.kubectl('-n', workload.namespace, 'annotate', 'leaderworkerset', 'vllm',
+                 f'vllm-dr.inferops.io/reconcile={int(time.time())}', '--overwrite')
+    time.sleep(5)
+    assert 'vllm-dr.inferops.io/reconcile' in lws_ready(kube, workload.namespace, GROUPS)['metadata']['annotations']
+    assert workload.uids() == rolled
 
 
 def deleting_python(workload, pod: str, work) -> tuple:

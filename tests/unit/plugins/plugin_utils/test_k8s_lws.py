@@ -243,3 +243,40 @@ def test_the_target_model_reads_the_kind_from_the_pods_and_takes_the_groups():
     # the rollback resolves the cache's place through the cache_reach filter, by the kind's own reach
     place = cache_reach_filter(workload, [], CACHE, 'vllm', kind='LeaderWorkerSet')
     assert (place['location'], place['problem']) == (CACHE, None)
+
+
+def stalled(groups=2):
+    """The rollout a controller stopped judging: group 1 rolled to r2 and ready in its pods, group 0 still at r1
+    (the partition was not lowered), and the status still counting group 1 as not ready (from before it was)."""
+    workload, sets, pods = objects(groups=groups, size=2, revision='r2')
+    for item in pods[:2] + sets[1:2]:
+        item['metadata']['labels'][L + 'template-revision-hash'] = 'r1'
+    workload['metadata']['namespace'] = 'ns'
+    workload['status'].update({'updatedReplicas': 1, 'readyReplicas': 1})
+    return workload, sets, pods
+
+
+def test_a_status_that_lags_the_groups_pods_is_named_with_how_to_make_the_controller_judge_them_again():
+    workload, sets, pods = stalled()
+    decided = facts(workload, sets, pods)
+    assert decided['complete'] is False
+    assert decided['status'].startswith('groups updated 1/2, ready 1/2')
+    assert "its groups' pods show 2 ready, 1 of them updated, more than its status counts" in decided['status']
+    assert ('kubectl -n ns annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile=$(date +%s) --overwrite'
+            in decided['status'])
+    # counted by the same rule through the target model (what the rollout wait's message prints)
+    target = k8s_target({'resources': [workload]}, sets, pods, namespace='ns', kind='LeaderWorkerSet')
+    assert 'more than its status counts' in target['rollout']['status']
+
+
+def test_a_status_that_agrees_with_the_pods_or_has_not_seen_the_spec_is_not_said_to_lag():
+    workload, sets, pods = stalled()
+    pods[2]['status']['conditions'][0]['status'] = 'False'  # group 1's leader not ready: the status is right
+    assert 'status counts' not in facts(workload, sets, pods)['status']
+    workload, sets, pods = stalled()
+    workload['metadata']['generation'] = 2  # a spec the controller has not seen: its counts are of the old one
+    assert 'status counts' not in facts(workload, sets, pods)['status']
+    workload, sets, pods = stalled()
+    assert 'status counts' not in lws.rollout_status(workload)  # no pods read: nothing to compare
+    workload, sets, pods = objects()
+    assert lws.status_lag(workload, facts(workload, sets, pods)['groups']) == ''  # finished: agrees
