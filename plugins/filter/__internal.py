@@ -127,8 +127,7 @@ def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm',
 
 
 def http_args(options, target):
-    """The arguments of vllm_dr_http (or vllm_dr_introspection) that `target` (probe, uri, introspection) takes, under
-    its names (``plugin_utils/_http_args.py``)."""
+    """The arguments of vllm_dr_http that `target` (probe, uri) takes, under its names (``plugin_utils/_http_args.py``)."""
     return _judged(endpoint_args, ValueError, options, target)
 
 

@@ -36,18 +36,3 @@ def test_headers_given_as_text_are_refused_without_their_value():
         endpoint_args({'headers': '{"X-Api-Key": "k-123"}'}, 'probe')
     assert str(raised.value) == ('vllm_dr_http.headers must be a dict of header names and values (YAML mapping), '
                                  'not str')
-
-
-def test_the_session_modules_take_the_introspection_settings_as_introspection_options():
-    settings = {'url': 'https://idp/introspect', 'client_id': 'vllm-dr', 'client_secret': 's3cret',
-                'validate_certs': True, 'ca_path': '/etc/pki/idp.pem'}
-    assert endpoint_args(settings, 'introspection') == {
-        'introspection_url': 'https://idp/introspect', 'introspection_client_id': 'vllm-dr',
-        'introspection_client_secret': 's3cret', 'introspection_validate_certs': True,
-        'introspection_ca_path': '/etc/pki/idp.pem'}
-    # a key left empty keeps the module's default; nothing of vllm_dr_http's reaches them
-    assert endpoint_args({'url': 'https://idp/introspect', 'ca_path': None, 'headers': {'X': 'y'}},
-                         'introspection') == {'introspection_url': 'https://idp/introspect'}
-    with pytest.raises(ValueError, match='^vllm_dr_introspection must be a dict of ca_path, client_id, client_secret, '
-                                         'url and validate_certs, not str$'):
-        endpoint_args('https://idp/introspect', 'introspection')
