@@ -227,9 +227,10 @@ class KubeCluster:
     def apply(self, *documents: dict) -> None:
         self.kubectl('apply', '-f', '-', stdin=yaml.safe_dump_all(documents))
 
-    def get(self, kind: str, name: str = '', namespace: str = '', selector: str = '') -> dict:
+    def get(self, kind: str, name: str = '', namespace: str = '', selector: str = '',
+            all_namespaces: bool = False) -> dict:
         args = ['get', kind] + ([name] if name else []) + (['-n', namespace] if namespace else [])
-        args += ['-l', selector] if selector else []
+        args += (['-l', selector] if selector else []) + (['-A'] if all_namespaces else [])
         return json.loads(self.kubectl(*args, '-o', 'json'))
 
     def has_kwok(self) -> bool:
@@ -258,8 +259,8 @@ class KubeCluster:
                 status = self.kubectl('-n', namespace, 'get', kind, '-o',
                                       'jsonpath={range .items[*]}{.metadata.name}: {.status}{"\\n"}{end}', check=False)
                 parts.append(f'--- {kind} status in {namespace}:\n{status}')
-            code = controller.process.poll() if controller.process is not None else 'never started'
-            parts.append(f'--- {controller.name}: ' + ('running' if code is None else f'exited ({code})') +
+            code = controller.process.poll() if controller.process is not None else 'not started'
+            parts.append(f'--- {controller.name}: ' + ('running' if code is None else f'stopped ({code})') +
                          ', its last lines:\n' + controller.log_tail(25))
         return '\n'.join(parts)
 

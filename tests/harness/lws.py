@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import copy
 import glob
-import json
 import os
 import re
 import shutil
@@ -37,14 +36,14 @@ import urllib.request
 
 import yaml
 
-from harness.k8s import POD_ENV, ROOT, GatewayRuntime, KubeCluster, delete_workload, vllm_workload
+from harness.k8s import POD_ENV, ROOT, GatewayRuntime, KubeCluster, KubeError, delete_workload, vllm_workload
 from harness.servers import LOOPBACK, ServerError, TlsFiles, _Process, free_port
 
 BUILD_SH = os.path.join(ROOT, 'tools', 'lws', 'build.sh')
 WEBHOOK_NAMES = {'MutatingWebhookConfiguration': 'lws-mutating-webhook-configuration',
                  'ValidatingWebhookConfiguration': 'lws-validating-webhook-configuration'}
 CRDS = ('leaderworkersets.leaderworkerset.x-k8s.io', 'disaggregatedsets.disaggregatedset.x-k8s.io')
-WORKER_LABEL = 'leaderworkerset.sigs.k8s.io/worker-index'
+NAME_LABEL = 'leaderworkerset.sigs.k8s.io/name'
 
 
 def build() -> str:
@@ -118,8 +117,8 @@ class LwsController(_Process):
             yaml.safe_dump(config, handle)
 
     def _command(self) -> list:
-        # verbosity 2: the log names each pod its pod controller reconciled (watching_again)
-        return [os.path.join(self.cache, 'bin', 'lws-manager'), '--config', self.config_path, '--zap-log-level', '2']
+        # verbosity 5: the log names each object a controller of it reconciles (watching_again)
+        return [os.path.join(self.cache, 'bin', 'lws-manager'), '--config', self.config_path, '--zap-log-level', '5']
 
     def _environment(self) -> dict:
         return dict(os.environ, KUBECONFIG=self.kube.kubeconfig)
@@ -165,28 +164,40 @@ class LwsController(_Process):
         reaches it before its pod watch is back, it judges the group from pods of before and the rollout stalls until
         the next change (its resync is 10 h). A test of the runbook's wait lets pods become ready only after this.
 
-        Seen by a change the pod watch must bring: an annotation of a leader pod, which the manager's pod controller
-        answers with a reconcile of that pod (logged at verbosity 2). Nothing to wait for without a leader pod."""
-        pods = json.loads(self.kube.kubectl('get', 'pods', '-A', '-l', WORKER_LABEL + '=0', '-o', 'json'))['items']
-        # a leader being deleted is not reconciled to the end
-        leaders = [item['metadata'] for item in pods if not item['metadata'].get('deletionTimestamp')]
-        if not leaders:
-            return
-        namespace, pod = leaders[0]['namespace'], leaders[0]['name']
-        reconciled = re.compile(r'Worker Reconcile completed\.\s+\{.*"Pod": \{"name":"%s","namespace":"%s"\}'
-                                % (re.escape(pod), re.escape(namespace)))
-        mark = os.path.getsize(self.log_path)
-        self.kube.kubectl('-n', namespace, 'annotate', 'pod', pod, f'vllm-dr-suite/watched={time.time_ns()}',
-                          '--overwrite')
+        Seen by a change only the pod watch brings: an annotation of a pod of a LeaderWorkerSet that owns no
+        StatefulSet (a worker; a leader owns its group's worker StatefulSet, so a StatefulSet's change reconciles it
+        too), answered by the manager's pod controller reconciling that pod (logged at verbosity 5). Nothing to wait
+        for without such a pod."""
         deadline = time.monotonic() + timeout
         while True:
-            with open(self.log_path, encoding='utf-8', errors='replace') as log:
-                log.seek(mark)
-                if reconciled.search(log.read()):
-                    return
+            if self.process.poll() is not None:
+                raise ServerError(f'{self.name} exited ({self.process.returncode}); its log: {self.log_tail()}')
+            owners = {ref.get('uid') for sts in self.kube.get('statefulsets', all_namespaces=True)['items']
+                      for ref in sts['metadata'].get('ownerReferences') or [] if ref.get('kind') == 'Pod'}
+            pods = self.kube.get('pods', all_namespaces=True, selector=NAME_LABEL)['items']
+            candidates = [pod['metadata'] for pod in pods
+                          if not pod['metadata'].get('deletionTimestamp') and pod['metadata']['uid'] not in owners]
+            if not candidates:
+                return
+            for pod in candidates:
+                mark = os.path.getsize(self.log_path)
+                try:
+                    self.kube.kubectl('-n', pod['namespace'], 'annotate', 'pod', pod['name'],
+                                      f'vllm-dr-suite/watched={time.time_ns()}', '--overwrite')
+                except KubeError:
+                    continue  # gone meanwhile: the next one
+                reconciled = re.compile(r'Reconciling\s+\{"controller": "pod".*"Pod": \{"name":"%s","namespace":"%s"\}'
+                                        % (re.escape(pod['name']), re.escape(pod['namespace'])))
+                while time.monotonic() < deadline:
+                    with open(self.log_path, encoding='utf-8', errors='replace') as log:
+                        log.seek(mark)
+                        if reconciled.search(log.read()):
+                            return
+                    time.sleep(0.5)
+                raise ServerError(f'{self.name} did not see a change of pod {pod["namespace"]}/{pod["name"]} in '
+                                  f'{timeout:.0f} s after the API server came back; its log: {self.log_tail()}')
             if time.monotonic() > deadline:
-                raise ServerError(f'{self.name} did not see a change of pod {namespace}/{pod} in {timeout:.0f} s '
-                                  f'after the API server came back; its log: {self.log_tail()}')
+                raise ServerError(f'{self.name}: no pod of a LeaderWorkerSet could be annotated in {timeout:.0f} s')
             time.sleep(0.5)
 
     def start(self):
