@@ -227,20 +227,20 @@ def rollout_status(workload: dict, group_list: list = ()) -> str:
 
 
 def status_lag(workload: dict, group_list: list = ()) -> str:
-    """'' unless the groups' own pods (`group_list`, from groups()) show more groups ready, or updated and ready, than
-    the LeaderWorkerSet's status counts: then its controller has not judged them since they changed, and the rollout
-    waits on it, not on the pods. The controller judges a group's pods only when the LeaderWorkerSet or one of its
-    StatefulSets changes, not when a pod does; one that was not watching when the last of those changes came (its
-    watches were down: after an API server outage, each comes back after its own back-off) stays behind until the
-    next change. So does one that is not running."""
-    c, wanted = _counts(workload), wanted_groups(workload)
-    counted = [group for group in group_list or [] if 0 <= group['index'] < wanted]
-    ready = sum(1 for group in counted if group['ready'])
-    updated = sum(1 for group in counted if group['ready'] and group['updated'])
-    if not counted or c['observed'] < c['generation'] or (ready <= c['ready'] and updated <= c['updated']):
+    """'' unless the groups' own pods (`group_list`, from groups()) show more groups ready, or updated, than the
+    LeaderWorkerSet's status counts (counted as its controller counts them: every group, surge ones included): then
+    the controller has not judged them since they changed, and the rollout waits on it, not on the pods. The
+    controller judges a group's pods only when the LeaderWorkerSet or one of its StatefulSets changes, not when a pod
+    does; one that was not watching when the last of those changes came (its watches were down: after an API server
+    outage, each comes back after its own back-off) stays behind until the next change. So does one that is not
+    running."""
+    c = _counts(workload)
+    ready = sum(1 for group in group_list or [] if group['ready'])
+    updated = sum(1 for group in group_list or [] if group['updated'])
+    if not group_list or c['observed'] < c['generation'] or (ready <= c['ready'] and updated <= c['updated']):
         return ''
     name, namespace = _meta(workload).get('name'), _meta(workload).get('namespace')
-    return (f"; its groups' pods show {ready} ready, {updated} of them updated, more than its status counts: the "
+    return (f"; its groups' pods show {ready} ready and {updated} updated, more than its status counts: the "
             f"LeaderWorkerSet controller has not judged them since they changed (it does when the LeaderWorkerSet or "
             f"one of its StatefulSets changes, and misses a change while its watches are down, as after an API server "
             f"outage). Check that the controller runs, make it judge the groups again (kubectl -n {namespace} annotate "
@@ -349,7 +349,8 @@ def leaderworkerset(workload: dict, statefulsets: list, pods: list, *, namespace
     kept = partition(workload)
     return {'pods': lws_pods(workload, statefulsets, pods), 'old_pods': old_pods(workload, statefulsets, pods),
             'groups': group_list, 'complete': rollout_complete(workload),
-            'status': rollout_status(workload, group_list), 'paused': False,
+            'status': rollout_status(workload, group_list), 'lagging': bool(status_lag(workload, group_list)),
+            'paused': False,
             'restart_problems': restart_problems(workload, namespace),
             'restart': {'strategy': 'RollingUpdate', 'partition': kept or None,
                         'templates': restart_templates(workload),

@@ -193,7 +193,8 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
       complete (the workload's status alone), old_pods (their names), paused, unfinished (a rollout to wait for
       before the pods are taken: not paused, and not complete or one of the running pods of an older revision),
       wait ('complete', 'progressing', 'gone' or 'error': what this read of the workload tells a rollout wait),
-      status (why not finished, in words);
+      status (why not finished, in words), lagging (the workload's status counts fewer of its pods ready or updated
+      than `pods` show: its controller has not judged them since they changed; a LeaderWorkerSet's);
     - restart: how the kind's restart rolls: strategy, partition (a StatefulSet's, or none), stay_old (the pods it
       leaves at their revision);
     - cache_reach: where the token cache is and which pods hold a copy (None unless cache_path is given);
@@ -213,7 +214,7 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
                'stable_pod_names': bool(spec) and spec.pod_controller == 'StatefulSet',
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
-                           'wait': found if found != 'found' else 'progressing', 'status': ''},
+                           'wait': found if found != 'found' else 'progressing', 'status': '', 'lagging': False},
                'restart': dict(RESTART),
                'cache_reach': None, 'preconditions': []}
     if refused is None and kind is not None and spec is None:
@@ -239,7 +240,8 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     decided['rollout'] = {'finished': finished, 'complete': facts['complete'], 'old_pods': facts['old_pods'],
                           'paused': facts['paused'],
                           'unfinished': not facts['paused'] and (not facts['complete'] or bool(old_running)),
-                          'wait': 'complete' if facts['complete'] else 'progressing', 'status': facts['status']}
+                          'wait': 'complete' if facts['complete'] else 'progressing', 'status': facts['status'],
+                          'lagging': facts.get('lagging', False)}
     if cache_path is not None:
         decided['cache_reach'] = (spec.reach or cache_reach)(workload, running, cache_path, container, method=method,
                                                              pod_backup_dir=pod_backup_dir or '',

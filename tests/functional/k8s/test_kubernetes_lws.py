@@ -210,10 +210,11 @@ def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_s
         lws_controller.kill()
         kube.kubectl('uncordon', 'kwok-node-0')
         thread.join(timeout=400)
+        assert not thread.is_alive(), 'the run did not end in 400 s'
         assert outcome['rc'] != 0, outcome['output'][-4000:]
         message = outcome['output']
         assert 'did not finish in 60 s: groups updated' in message, message[-4000:]
-        assert "its groups' pods show 2 ready, 1 of them updated, more than its status counts" in message
+        assert "its groups' pods show 2 ready and 1 updated, more than its status counts" in message, message[-4000:]
         assert (f'kubectl -n {workload.namespace} annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile='
                 in message)
     finally:

@@ -261,18 +261,22 @@ def test_a_status_that_lags_the_groups_pods_is_named_with_how_to_make_the_contro
     decided = facts(workload, sets, pods)
     assert decided['complete'] is False
     assert decided['status'].startswith('groups updated 1/2, ready 1/2')
-    assert "its groups' pods show 2 ready, 1 of them updated, more than its status counts" in decided['status']
+    assert "its groups' pods show 2 ready and 1 updated, more than its status counts" in decided['status']
+    assert decided['lagging'] is True
     assert ('kubectl -n ns annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile=$(date +%s) --overwrite'
             in decided['status'])
     # counted by the same rule through the target model (what the rollout wait's message prints)
     target = k8s_target({'resources': [workload]}, sets, pods, namespace='ns', kind='LeaderWorkerSet')
-    assert 'more than its status counts' in target['rollout']['status']
+    assert 'more than its status counts' in target['rollout']['status'] and target['rollout']['lagging'] is True
+    # without the pods (a wait's read of the workload alone) nothing is said to lag
+    assert k8s_target({'resources': [workload]}, namespace='ns', kind='LeaderWorkerSet')['rollout']['lagging'] is False
 
 
 def test_a_status_that_agrees_with_the_pods_or_has_not_seen_the_spec_is_not_said_to_lag():
     workload, sets, pods = stalled()
     pods[2]['status']['conditions'][0]['status'] = 'False'  # group 1's leader not ready: the status is right
     assert 'status counts' not in facts(workload, sets, pods)['status']
+    assert facts(workload, sets, pods)['lagging'] is False
     workload, sets, pods = stalled()
     workload['metadata']['generation'] = 2  # a spec the controller has not seen: its counts are of the old one
     assert 'status counts' not in facts(workload, sets, pods)['status']
@@ -280,3 +284,15 @@ def test_a_status_that_agrees_with_the_pods_or_has_not_seen_the_spec_is_not_said
     assert 'status counts' not in lws.rollout_status(workload)  # no pods read: nothing to compare
     workload, sets, pods = objects()
     assert lws.status_lag(workload, facts(workload, sets, pods)['groups']) == ''  # finished: agrees
+
+
+def test_a_ready_surge_group_counts_as_the_controller_counts_it():
+    # three groups (index 2 a surge one, beyond replicas 2), all ready in their pods; the status counts two ready:
+    # the controller counts surge groups too, so one group is not counted
+    workload, sets, pods = objects(groups=3, size=2)
+    workload['spec']['replicas'] = 2
+    workload['metadata']['namespace'] = 'ns'
+    workload['status'].update({'replicas': 3, 'readyReplicas': 2, 'updatedReplicas': 3})
+    assert "show 3 ready and 3 updated" in lws.status_lag(workload, facts(workload, sets, pods)['groups'])
+    workload['status']['readyReplicas'] = 3
+    assert lws.status_lag(workload, facts(workload, sets, pods)['groups']) == ''
