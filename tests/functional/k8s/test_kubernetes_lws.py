@@ -187,7 +187,7 @@ def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_s
     if not kube.owned:
         pytest.skip('stops the LWS controller: only on the suite\'s own cluster')
     before = {pod['metadata']['name']: pod['metadata']['uid'] for pod in workload.pods()}
-    workload.write_inventory(vllm_dr_k8s_rollout_timeout=60)
+    workload.write_inventory(vllm_dr_k8s_rollout_timeout=30)
     outcome = {}
 
     def runbook():
@@ -213,7 +213,7 @@ def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_s
         assert not thread.is_alive(), 'the run did not end in 400 s'
         assert outcome['rc'] != 0, outcome['output'][-4000:]
         message = outcome['output']
-        assert 'did not finish in 60 s: groups updated' in message, message[-4000:]
+        assert 'did not finish in 30 s: groups updated' in message, message[-4000:]
         assert "its groups' pods show 2 ready and 1 updated, more than its status counts" in message, message[-4000:]
         assert (f'kubectl -n {workload.namespace} annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile='
                 in message)
