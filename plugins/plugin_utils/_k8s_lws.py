@@ -223,7 +223,7 @@ def rollout_status(workload: dict, group_list: list = ()) -> str:
                  for cond in _conditions(workload).values()]
     text = ', '.join(parts) + '; conditions: ' + ('; '.join(described) if described else 'none reported')
     unready = [f"group {group['index']} ({group['problem']})" for group in group_list or [] if not group['ready']]
-    return text + (f"; not ready: {'; '.join(unready)}" if unready else '') + status_lag(workload, group_list)
+    return text + (f"; not ready: {'; '.join(unready)}" if unready else '')
 
 
 def status_lag(workload: dict, group_list: list = ()) -> str:
@@ -346,11 +346,10 @@ def leaderworkerset(workload: dict, statefulsets: list, pods: list, *, namespace
     unless set."""
     del quotas, limit_ranges
     group_list = groups(workload, statefulsets, pods)
-    kept = partition(workload)
+    kept, lag = partition(workload), status_lag(workload, group_list)
     return {'pods': lws_pods(workload, statefulsets, pods), 'old_pods': old_pods(workload, statefulsets, pods),
             'groups': group_list, 'complete': rollout_complete(workload),
-            'status': rollout_status(workload, group_list), 'lagging': bool(status_lag(workload, group_list)),
-            'paused': False,
+            'status': rollout_status(workload, group_list) + lag, 'lagging': bool(lag), 'paused': False,
             'restart_problems': restart_problems(workload, namespace),
             'restart': {'strategy': 'RollingUpdate', 'partition': kept or None,
                         'templates': restart_templates(workload),
