@@ -137,37 +137,52 @@ def service_account_kubeconfig(workload, tmp_path) -> str:
     return str(path)
 
 
-def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
-    """The runbook run with the node cordoned, so that the rollout of its restart cannot finish; once `restarted()`
-    says the restart began, and its wait has begun reading the workload, the API server is stopped for `seconds`, and
-    the run must still be going then. The node is uncordoned after: (rc, output). The run's deadline
-    (vllm_dr_k8s_rollout_timeout 300 s) covers the API server's restart and the control plane catching up, which take a
-    while on a loaded machine. A failed run's output ends with the state of the workload's namespace."""
+def run_cordoned(workload, started, fault, rollout_timeout: int, *extra, env: dict | None = None) -> tuple:
+    """dr_restore.yml (with `extra` arguments, in `env`) run with the node cordoned, so that the rollout of its restart
+    cannot finish; once `started()` holds, `fault(running)` acts on the cluster while the run goes on (`running()`
+    fails the test unless the run is still going). The node is uncordoned after, and the run waited for: (rc, output),
+    with the run's deadline vllm_dr_k8s_rollout_timeout `rollout_timeout` s. A failed run's output ends with the state
+    of the workload's namespace."""
     kube, outcome = workload.kube, {}
-    workload.write_inventory(vllm_dr_k8s_rollout_timeout=300)
+    workload.write_inventory(vllm_dr_k8s_rollout_timeout=rollout_timeout)
 
     def runbook():
-        outcome['rc'], outcome['output'] = run(workload)
+        outcome['rc'], outcome['output'] = playbook(workload.inventory_path, 'dr_restore.yml', *extra,
+                                                    env=env or kube.env)
+
+    def running():
+        assert thread.is_alive(), outcome['output'][-4000:]
 
     kube.kubectl('cordon', 'kwok-node-0')
     thread = threading.Thread(target=runbook)
     thread.start()
     try:
         deadline = time.monotonic() + 300
-        while not restarted():
+        while not started():
             assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
             time.sleep(0.5)
-        time.sleep(2)  # the wait has begun reading the workload
-        with kube.api_server_down(seconds):
-            assert thread.is_alive(), outcome['output'][-4000:]  # the run did not give up on the first failed read
-        # the pods' stand-in kubelet could not read the API server meanwhile either: that was the point
-        workload.runtime.errors.clear()
+        fault(running)
     finally:
         kube.kubectl('uncordon', 'kwok-node-0', check=False)
         thread.join(timeout=500)
-    if outcome.get('rc') != 0:
-        outcome['output'] = outcome.get('output', '') + '\n' + kube.state_of(workload.namespace)
-    return outcome.get('rc'), outcome['output']
+    assert not thread.is_alive(), 'the run did not end in 500 s after the node was uncordoned'
+    if outcome['rc'] != 0:
+        outcome['output'] += '\n' + kube.state_of(workload.namespace)
+    return outcome['rc'], outcome['output']
+
+
+def run_through_api_outage(workload, restarted, seconds: float = 6) -> tuple:
+    """run_cordoned: once `restarted()` says the restart began, and its wait has begun reading the workload, the API
+    server is stopped for `seconds`, and the run must still be going then. The run's deadline (300 s) covers the API
+    server's restart and the control plane catching up, which take a while on a loaded machine."""
+    def outage(running):
+        time.sleep(2)  # the wait has begun reading the workload
+        with workload.kube.api_server_down(seconds):
+            running()  # the run did not give up on the first failed read
+        # the pods' stand-in kubelet could not read the API server meanwhile either: that was the point
+        workload.runtime.errors.clear()
+
+    return run_cordoned(workload, restarted, outage, 300)
 
 
 def workload_secrets(workload) -> set:

@@ -148,10 +148,7 @@ class LwsController(_Process):
 
     def start_again(self) -> None:
         """Start the manager again after kill(), on the same ports and certificates (its webhooks still point there)."""
-        with open(self.log_path, 'ab') as log:
-            self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-                self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
-                env=self._environment())
+        self._spawn()
         if not self._wait_ready():
             raise ServerError(f'{self.name} did not start again; its log: {self.log_tail()}')
 

@@ -193,13 +193,17 @@ class _Process(_Stoppable):
     def _choose_ports(self) -> None:
         raise NotImplementedError
 
+    def _spawn(self) -> None:
+        """Start the process on the ports chosen, its output appended to its log."""
+        with open(self.log_path, 'ab') as log:
+            self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+                self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+                env=self._environment())
+
     def start(self):
         for _attempt in range(self.start_attempts):
             self._choose_ports()
-            with open(self.log_path, 'ab') as log:
-                self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-                    self._command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
-                    env=self._environment())
+            self._spawn()
             if self._wait_ready():
                 return self
             self._terminate()

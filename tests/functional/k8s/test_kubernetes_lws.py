@@ -12,14 +12,13 @@ import glob
 import os
 import re
 import shlex
-import threading
 import time
 import uuid
 
 import pytest
 
 from harness.k8s import KubeError, pod_directories, pod_volume_python
-from harness.k8s_runbook import leaks, report, run, run_through_api_outage
+from harness.k8s_runbook import leaks, report, run, run_cordoned, run_through_api_outage
 from harness.lws import LwsGatewayRuntime, delete_lws_workload, lws_pod_names, lws_ready, lws_vllm_workload
 from harness.playbooks import playbook
 from lab.labctl import Lab
@@ -177,49 +176,34 @@ def test_the_wait_outlasts_an_api_server_restart_and_judges_the_groups_when_it_i
     assert report(workload)['validation']['failed'] == []
 
 
-def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_so(lws_all, lws_controller):
+def test_a_rollout_its_controller_stopped_judging_fails_at_the_deadline_saying_so(lws_all, lws_controller, tmp_path):
     """The LWS controller stops once group 1's pods of the restart exist, before they are ready (killed: as one whose
     watches were down when the last StatefulSet change came, it judges nothing more). Its status keeps counting group
     1 not ready while its pods are: the wait fails at its deadline, counts the groups' pods against the status and
-    says how to make the controller judge them again. Once the controller runs again, the rollout finishes; the
-    annotation the message proposes restarts nothing."""
+    says how to make the controller judge them again, at -vvv with --diff without showing a secret. Once the
+    controller runs again, the rollout finishes; the annotation the message proposes restarts nothing."""
     workload, kube = lws_all, lws_all.kube
     if not kube.owned:
         pytest.skip('stops the LWS controller: only on the suite\'s own cluster')
     before = {pod['metadata']['name']: pod['metadata']['uid'] for pod in workload.pods()}
-    workload.write_inventory(vllm_dr_k8s_rollout_timeout=30)
-    outcome = {}
-
-    def runbook():
-        outcome['rc'], outcome['output'] = run(workload)
 
     def restarted_group_one() -> bool:
         uids = {pod['metadata']['name']: pod['metadata']['uid']
                 for pod in kube.get('pods', namespace=workload.namespace)['items']}
         return all(uids.get(name, before[name]) != before[name] for name in ('vllm-1', 'vllm-1-1'))
 
-    kube.kubectl('cordon', 'kwok-node-0')
-    thread = threading.Thread(target=runbook)
-    thread.start()
+    env = dict(kube.env, ANSIBLE_LOG_PATH=str(tmp_path / 'ansible.log'))
     try:
-        deadline = time.monotonic() + 300
-        # group 1's pods of the restart, pending on the cordoned node
-        while not restarted_group_one():
-            assert time.monotonic() < deadline and thread.is_alive(), outcome.get('output', '')[-4000:]
-            time.sleep(0.5)
-        lws_controller.kill()
-        kube.kubectl('uncordon', 'kwok-node-0')
-        thread.join(timeout=400)
-        assert not thread.is_alive(), 'the run did not end in 400 s'
-        assert outcome['rc'] != 0, outcome['output'][-4000:]
-        message = outcome['output']
+        # group 1's pods of the restart exist, pending on the cordoned node, when the controller is killed
+        rc, message = run_cordoned(workload, restarted_group_one, lambda _running: lws_controller.kill(), 30,
+                                   '-vvv', '--diff', env=env)
+        assert rc != 0, message[-4000:]
         assert 'did not finish in 30 s: groups updated' in message, message[-4000:]
         assert "its groups' pods show 2 ready and 1 updated, more than its status counts" in message, message[-4000:]
         assert (f'kubectl -n {workload.namespace} annotate leaderworkerset vllm vllm-dr.inferops.io/reconcile='
                 in message)
+        assert leaks(workload, {'dr_restore -vvv --diff': message}, tmp_path / 'ansible.log') == []
     finally:
-        kube.kubectl('uncordon', 'kwok-node-0', check=False)
-        thread.join(timeout=400)
         if lws_controller.process.poll() is not None:
             lws_controller.start_again()
     lws_ready(kube, workload.namespace, GROUPS)
