@@ -53,14 +53,15 @@ deps:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
-# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
-# of the time, with the dependency floors (whose runbook tests start a control plane of their own: never beside the
-# suite's, whose API server a second kwokctl cluster could take the port of while a test has it stopped); every other
-# gate in the other (the lanes are balanced by the gate times the run's table prints). Every gate runs even when an
+# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite (two suites side by side, each on a
+# control plane of its own: see integration-k8s), which waits on its controllers most of the time, then the dependency
+# floors, the AWX assets, Molecule and the quick core matrix; every other gate in the other. The lanes are balanced by
+# the gate times the run's table prints. No cluster is created while a suite has its API server stopped
+# (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every gate runs even when an
 # earlier one is red; the run still exits non-zero, after a table of each gate's time and result.
 # VLLM_DR_LANES=1: in turn. `make cores` (every sanity test under every core) stays a gate of its own.
-LANE_K8S := integration-k8s floors
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick molecule aap
+LANE_K8S := integration-k8s floors aap molecule cores-quick
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
@@ -107,9 +108,13 @@ integration-host: deps
 	  --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
+# K8S_WORKERS suites side by side (pytest-xdist), each on a control plane of its own: a Kubernetes test mostly waits
+# on its controllers, so two of them share the CPU well. K8S_WORKERS=0: one suite, in this process.
+K8S_WORKERS ?= 2
 integration-k8s: deps
 	$(K8S_BUILD)
-	$(PYTEST) $(DURATIONS) tests/functional/k8s --junitxml=$(REPORTS)/integration-k8s.xml
+	$(PYTEST) $(DURATIONS) -n $(K8S_WORKERS) --dist worksteal tests/functional/k8s \
+	  --junitxml=$(REPORTS)/integration-k8s.xml
 
 # One Molecule scenario per role that runs on the incident lab host (extensions/molecule/<role>), verified with
 # testinfra; k8s_target needs a Kubernetes API, tests/functional/k8s covers it.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import glob
 import json
 import os
@@ -29,6 +30,9 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER_SH = os.path.join(ROOT, 'tools', 'k8s', 'cluster.sh')
 BUILD_SH = os.path.join(ROOT, 'tools', 'k8s', 'build.sh')
+# cluster.sh creates clusters on this machine in turn under this lock (kwokctl picks ports free at that moment)
+CREATE_LOCK = os.path.join(os.environ.get('XDG_CACHE_HOME') or os.path.expanduser('~/.cache'), 'inferops-vllm-dr',
+                           'cluster-create.lock')
 
 
 class KubeError(RuntimeError):
@@ -144,14 +148,21 @@ class KubeCluster:
     @contextlib.contextmanager
     def api_server_down(self, seconds: float):
         """The API server killed for `seconds` (a crash), then started again and ready, and each controller the suite
-        runs against it watching again (see LwsController.watching_again)."""
-        argv = self.stop_component('kube-apiserver')
-        try:
-            time.sleep(seconds)
-            yield
-        finally:
-            self.start_component('kube-apiserver', argv)
-        self.wait_ready()
+        runs against it watching again (see LwsController.watching_again).
+
+        No cluster is created on this machine meanwhile (cluster.sh's creation lock is held until the API server is
+        back): kwokctl would see the stopped API server's port free and give it to the new cluster. The suites that
+        run side by side (pytest-xdist workers, each with a cluster of its own) rely on this."""
+        os.makedirs(os.path.dirname(CREATE_LOCK), exist_ok=True)
+        with open(CREATE_LOCK, 'a', encoding='utf-8') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            argv = self.stop_component('kube-apiserver')
+            try:
+                time.sleep(seconds)
+                yield
+            finally:
+                self.start_component('kube-apiserver', argv)
+            self.wait_ready()
         for controller in self.controllers:
             controller.watching_again()
 
