@@ -53,6 +53,8 @@ class KubeCluster:
         self.controllers = []
         self._stopped = set()
         self._lock = threading.Lock()
+        self._api = None  # (pool, URL, headers) of _get_pods, made at its first read
+        self._api_lock = threading.Lock()
         self._halt = threading.Event()
         self._supervisor = None
 
@@ -240,9 +242,47 @@ class KubeCluster:
 
     def get(self, kind: str, name: str = '', namespace: str = '', selector: str = '',
             all_namespaces: bool = False) -> dict:
+        if kind in ('pod', 'pods'):
+            return self._get_pods(name, namespace, selector, all_namespaces)
         args = ['get', kind] + ([name] if name else []) + (['-n', namespace] if namespace else [])
         args += (['-l', selector] if selector else []) + (['-A'] if all_namespaces else [])
         return json.loads(self.kubectl(*args, '-o', 'json'))
+
+    def _api_pool(self) -> tuple:
+        """(a urllib3 pool keeping its connections to the API server, its URL, the request headers), from the
+        kubeconfig as the kubernetes client reads it (certificates, a token), made once."""
+        with self._api_lock:
+            if self._api is None:
+                import urllib3  # pylint: disable=import-outside-toplevel
+                from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+                settings = client.Configuration()
+                config.load_kube_config(config_file=self.kubeconfig, client_configuration=settings)
+                token = (settings.api_key or {}).get('authorization')
+                pool = urllib3.PoolManager(cert_reqs='CERT_REQUIRED' if settings.verify_ssl else 'CERT_NONE',
+                                           ca_certs=settings.ssl_ca_cert, cert_file=settings.cert_file,
+                                           key_file=settings.key_file, maxsize=4)
+                self._api = (pool, settings.host.rstrip('/'), {'Authorization': token} if token else {})
+            return self._api
+
+    def _get_pods(self, name: str, namespace: str, selector: str, all_namespaces: bool) -> dict:
+        """Pods as `kubectl get -o json` gives them (a pod, or a list with `items`), read in this process: the suite
+        polls pods several times a second (GatewayRuntime), and a kubectl process per read costs the CPU the tests
+        beside it need. Any failure (the API server away, a pod not found) is a KubeError, as kubectl's would be."""
+        where = '' if all_namespaces and not name else f'/namespaces/{namespace or "default"}'
+        path = f'/api/v1{where}/pods' + (f'/{name}' if name else '')
+        try:
+            pool, host, headers = self._api_pool()
+            answer = pool.request('GET', host + path, fields={'labelSelector': selector} if selector and not name else None,
+                                  headers=headers, timeout=30.0, retries=False)
+            if answer.status != 200:
+                raise KubeError(f'{answer.status} {answer.data.decode(errors="replace")[:300]}')
+            read = json.loads(answer.data)
+        except Exception as exc:  # refused, reset, timed out: what kubectl would fail on
+            raise KubeError(f'GET {path}: {exc}') from None
+        for pod in read.get('items') or []:  # as kubectl lists them: each item names its kind
+            pod.setdefault('apiVersion', 'v1')
+            pod.setdefault('kind', 'Pod')
+        return read
 
     def has_kwok(self) -> bool:
         return bool(self.kubectl('get', 'crd', 'clusterexecs.kwok.x-k8s.io', '--ignore-not-found', '-o', 'name'))
