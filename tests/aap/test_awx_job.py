@@ -233,15 +233,24 @@ def test_restore_then_rollback_jobs_run_unprivileged_with_a_read_only_collection
     service = f'vllm:session:{own}'.encode()
     assert {k: v for k, v in after.items() if k != service} == {k: v for k, v in before['store'].items() if k != service}
 
+    # a restore that stops before its first change (a vllm_dr_http key it does not know) still publishes its verdict
+    stopped = awx['job']('stopped', 'vllm_dr_restore.yml', dict(survey_answers(survey), vllm_dr_http={'cacert': 'x'}),
+                         every_credential)
+    assert stopped['rc'] != 0 and stopped['status'] == 'failed', stopped['stdout'][-3000:]
+    summary = stopped['artifact_data']['vllm_dr_validation_summary']['lab']
+    assert summary['outcome'] == 'stopped' and summary['passed'] is False, summary
+    assert 'vllm_dr_http.cacert' in summary['reason'], summary
+    assert dump_redis(store(lab)) == after
+
     # no secret in what AWX shows and keeps: stdout, the job events, the reports
     secrets = {value for group in SECRETS.values() for value in group.values() if isinstance(value, str)}
     secrets.add('k8s-bearer-0d9b7a61f3e24c85')  # inside the kubeconfig
     secrets |= idp_tokens(lab.path('idp', 'idp.db'))  # every access and refresh token of the run
-    outputs = [path for ident in ('restore', 'rollback')
+    outputs = [path for ident in ('restore', 'rollback', 'stopped')
                for path in [os.path.join(awx['base'], ident, 'artifacts', ident, 'stdout')]
                + glob.glob(os.path.join(awx['base'], ident, 'artifacts', ident, 'job_events', '*.json'))]
     # every report, the fleet report's directory included
     outputs += list(files_under(reports))
     assert len(outputs) > 20
-    assert find_leaks(secrets, {'restore stdout': restore['stdout'], 'rollback stdout': rollback['stdout']},
-                      outputs) == []
+    assert find_leaks(secrets, {'restore stdout': restore['stdout'], 'rollback stdout': rollback['stdout'],
+                                'stopped stdout': stopped['stdout']}, outputs) == []

@@ -87,6 +87,10 @@ def test_check_mode_touches_nothing_and_shows_what_it_would_do(broken_lab):
     assert re.search(r'TASK \[inferops\.vllm_dr\.purge : Purge the token cache, keeping a backup\] \*+\nchanged: \[lab\]',
                      output)
     assert 'check mode, not judged' in output
+    # not judged: a CI reading the JUnit file does not fail a dry run
+    suite = ElementTree.parse(report_path(broken_lab.reports, 'lab.junit.xml')).getroot().find('testsuite')
+    assert suite.get('failures') == '0' and suite.get('skipped') == suite.get('tests') == '4'
+    assert len(suite.findall('testcase/skipped')) == 4
 
 
 def test_second_run_on_a_healthy_system_purges_nothing_and_does_not_restart(broken_lab):
