@@ -14,6 +14,8 @@ import posixpath
 import re
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._k8s_kinds import (
+    POD_TEMPLATES, claims_of, dig, present_templates)
 
 EXCLUDES = 'backup.velero.io/backup-volumes-excludes'
 # The volumes this collection added to EXCLUDES, so that removing the exclusion takes out only those and never an
@@ -44,29 +46,14 @@ def _has_labels(labels, wanted) -> bool:
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
 
 
-# Where each workload kind keeps its pod templates and its volumeClaimTemplates, as keys from the object's spec down.
-# A LeaderWorkerSet's leaders use leaderTemplate when it has one, workerTemplate otherwise.
-TEMPLATES = {
-    'Deployment': (('template',),),
-    'StatefulSet': (('template',),),
-    'LeaderWorkerSet': (('leaderWorkerTemplate', 'workerTemplate'), ('leaderWorkerTemplate', 'leaderTemplate')),
-}
-CLAIM_TEMPLATES = {'StatefulSet': ('volumeClaimTemplates',),
-                   'LeaderWorkerSet': ('leaderWorkerTemplate', 'volumeClaimTemplates')}
 # A volumeClaimTemplates claim, as the pod's volume list names it: a PersistentVolumeClaim <claim>-<pod> per pod.
 CLAIM_TEMPLATE = 'volumeClaimTemplate'
 
 
 def _kind(kind: str) -> str:
-    if kind not in TEMPLATES:
-        raise VeleroError('workload kind %s is not supported; supported: %s' % (kind, ', '.join(sorted(TEMPLATES))))
+    if kind not in POD_TEMPLATES:
+        raise VeleroError('workload kind %s is not supported; supported: %s' % (kind, ', '.join(sorted(POD_TEMPLATES))))
     return kind
-
-
-def _dig(obj, keys):
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
 
 
 def pod_templates(workload, kind: str = 'Deployment') -> list:
@@ -74,8 +61,7 @@ def pod_templates(workload, kind: str = 'Deployment') -> list:
     leader template when it has one."""
     if not isinstance(workload, dict) or not isinstance(workload.get('spec'), dict):
         raise VeleroError('no %s was read; check vllm_dr_k8s_namespace and vllm_dr_k8s_workload' % _kind(kind))
-    found = [(keys, _dig(workload['spec'], keys)) for keys in TEMPLATES[_kind(kind)]]
-    return [(keys, template) for index, (keys, template) in enumerate(found) if index == 0 or template] or []
+    return present_templates(workload, _kind(kind))
 
 
 def _template(deployment, kind: str = 'Deployment') -> dict:
@@ -87,15 +73,13 @@ def template_name(keys) -> str:
 
 
 def template_annotations(deployment, kind: str = 'Deployment', keys=None) -> dict:
-    template = _dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)
+    template = dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)
     return dict(((template or {}).get('metadata') or {}).get('annotations') or {})
 
 
 def claim_templates(workload, kind: str = 'Deployment') -> list:
     """The names of the workload's volumeClaimTemplates (a StatefulSet's, a LeaderWorkerSet's), none for a Deployment."""
-    keys = CLAIM_TEMPLATES.get(_kind(kind))
-    claims = _dig((workload or {}).get('spec') or {}, keys) if keys else None
-    return [(claim.get('metadata') or {}).get('name') for claim in claims or [] if isinstance(claim, dict)]
+    return [(claim.get('metadata') or {}).get('name') for claim in claims_of(workload, _kind(kind))]
 
 
 def claim_pvcs(pvcs, claim: str, workload: str, kind: str) -> list:
@@ -162,12 +146,12 @@ def template_volumes(workload, container: str, cache_path: str, kind: str = 'Dep
     name = '%s %s' % (_kind(kind), (workload.get('metadata') or {}).get('name') if isinstance(workload, dict) else '')
     found, missing = [], None
     for keys, template in pod_templates(workload, kind):
-        owner = name if len(TEMPLATES[kind]) == 1 else '%s %s' % (name, template_name(keys))
+        owner = name if len(POD_TEMPLATES[kind]) == 1 else '%s %s' % (name, template_name(keys))
         try:
             resolved = resolve(_pod_spec(workload, template, kind), container, cache_path, owner)
         except CachePathError as exc:
             # a LeaderWorkerSet template without the container runs no vLLM (a leader that only coordinates)
-            if 'has no container' in str(exc) and len(TEMPLATES[kind]) > 1:
+            if 'has no container' in str(exc) and len(POD_TEMPLATES[kind]) > 1:
                 missing = missing or exc
                 continue
             raise VeleroError(str(exc)) from exc
@@ -346,7 +330,7 @@ def exclusion_plan(deployments, pvcs=(), config_maps=(), container='vllm', cache
     plan = {'deployment': workload_name, 'kind': kind, 'volume': volume, 'annotation': None, 'annotations': [],
             'workload_patch': {}, 'claims': [], 'label': None, 'policy': None, 'notes': [], 'diff': []}
     if 'annotation' in exclusions:
-        several = len(TEMPLATES[kind]) > 1
+        several = len(POD_TEMPLATES[kind]) > 1
         for keys, held_volume in held:
             change = annotation_patch(template_annotations(deployment, kind, keys), held_volume['name'], present)
             plan['annotations'].append({'template': template_name(keys), 'change': change})
@@ -425,7 +409,7 @@ def policy_skips(config_maps, pvc) -> list:
 def restore_purge(deployment, cache_path: str, kind: str = 'Deployment', keys=None) -> list:
     """What purges the cache when a restored pod starts: Velero restore-hook annotations, or an init container that
     is the purge role's or names the cache file; in the pod template at `keys` (from spec down), or the first."""
-    template = (_dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)) or {}
+    template = (dig(deployment.get('spec') or {}, keys) if keys else _template(deployment, kind)) or {}
     found = ['annotation %s' % key for key in sorted(template_annotations(deployment, kind, keys))
              if key.startswith(RESTORE_HOOKS)]
     for init in (template.get('spec') or {}).get('initContainers') or []:

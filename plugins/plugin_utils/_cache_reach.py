@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import (
     CachePathError, backup_dir, describe, exec_problem, init_mount, resolve)
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._k8s_kinds import claims_of
 
 SHARED_KINDS = frozenset(('persistentVolumeClaim', 'nfs', 'cephfs', 'glusterfs', 'azureFile', 'cinder', 'iscsi',
                           'rbd', 'fc', 'portworxVolume', 'quobyte', 'storageos', 'flocker'))
@@ -63,7 +64,7 @@ def _pod_spec(workload: dict) -> dict:
     """The pod template's spec, with a StatefulSet's volumeClaimTemplates as the volumes its pods get (each pod its own
     PersistentVolumeClaim, which takes the place of a template volume of the same name)."""
     spec = dict(((workload.get('spec') or {}).get('template') or {}).get('spec') or {})
-    claims = [(claim.get('metadata') or {}).get('name') for claim in (workload.get('spec') or {}).get('volumeClaimTemplates') or []]
+    claims = [(claim.get('metadata') or {}).get('name') for claim in claims_of(workload, 'StatefulSet')]
     if claims:
         spec['volumes'] = ([{'name': name, 'volumeClaimTemplate': {}} for name in claims]
                            + [volume for volume in spec.get('volumes') or [] if volume.get('name') not in claims])

@@ -29,6 +29,7 @@ leaders always do (the leader template, or the worker template when there is non
 
 from __future__ import annotations
 
+from ansible_collections.inferops.vllm_dr.plugins.module_utils._k8s_kinds import claims_of, pod_template, present_templates
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach
 
 KIND = 'LeaderWorkerSet'
@@ -81,10 +82,7 @@ def _statefulset_ready(statefulset: dict | None) -> bool:
 def _template(workload: dict, role: str) -> dict:
     """The pod template of the leaders (`leader`: the leader template, or the worker template when there is none) or
     of the workers."""
-    templates = ((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}
-    if role == 'leader' and templates.get('leaderTemplate'):
-        return templates['leaderTemplate']
-    return templates.get('workerTemplate') or {}
+    return pod_template(workload, KIND, role)
 
 
 def group_size(workload: dict) -> int:
@@ -266,9 +264,7 @@ def restart_problems(workload: dict, namespace: str) -> list:
 def restart_templates(workload: dict) -> list:
     """The pod templates the restart annotates: the worker template, and the leader template when there is one
     (else the worker template is the leaders' too)."""
-    if (((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}).get('leaderTemplate'):
-        return ['workerTemplate', 'leaderTemplate']
-    return ['workerTemplate']
+    return [keys[-1] for keys, _template in present_templates(workload, KIND)]
 
 
 def restart_patch(workload: dict, stamp: str) -> dict:
@@ -281,7 +277,7 @@ def restart_patch(workload: dict, stamp: str) -> dict:
 def _template_workload(workload: dict, role: str) -> dict:
     """The pod template of `role` (leader or worker) shaped as a StatefulSet's spec, with leaderWorkerTemplate's
     volumeClaimTemplates (a claim per pod, which the pod template alone does not name), for the cache reach."""
-    claims = (((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}).get('volumeClaimTemplates') or []
+    claims = claims_of(workload, KIND)
     return {'metadata': {'name': f'{_meta(workload).get("name")} ({role} template)'},
             'spec': {'template': _template(workload, role), 'volumeClaimTemplates': claims}}
 
