@@ -19,10 +19,10 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _detection, _dr_audit, _velero
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _fleet_report, _validation_metrics
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._cache_reach import cache_reach as _reach
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._http_args import endpoint_args
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import missing_permissions, pod_hosts
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import replacement_ready
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollback import rollback_plan, target_mismatch
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import api_error, purge_failures
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._store_identity import store_sweeper as _sweeper
@@ -104,17 +104,10 @@ def rollback_target(recorded, current, files, backup_dir):
     return target_mismatch(recorded or None, current, files, backup_dir=backup_dir) or ''
 
 
-def cache_reach(workload, pods, cache_path, container, method='exec', pod_backup_dir='', kind='Deployment'):
-    """Where each copy of the token cache is reached (``plugin_utils/_cache_reach.py``); `kind` the workload's (a
-    StatefulSet's volumeClaimTemplates are its pods' volumes; a kind whose pods come from more than one template, a
-    LeaderWorkerSet, has a reach of its own in the target model's KINDS)."""
-    reach = KINDS[kind].reach if kind in KINDS and KINDS[kind].reach else _reach
-    return reach(workload, pods, cache_path, container, method=method, pod_backup_dir=pod_backup_dir or '', kind=kind)
-
-
-def rollout_preconditions(deployment, pods, replicasets, config_maps, **options):
-    """Every refusal of a purge, before the first change (``plugin_utils/_k8s_target.py``)."""
-    return purge_preconditions(deployment or None, pods, replicasets, config_maps, **options)
+def preconditions_of_purge(target, config_maps, **options):
+    """Every refusal of a purge, before the first change: the configuration edit's, then those of `target`, the
+    k8s_target model of the purge's reads (``plugin_utils/_k8s_target.py``)."""
+    return purge_preconditions(target, config_maps, **options)
 
 
 def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm', cache_path='', present=True,
@@ -143,11 +136,11 @@ class FilterModule:
             '_dr_audit': dr_audit,
             '_rollback_plan': rollback_plan,
             '_rollback_target': rollback_target,
-            '_cache_reach': cache_reach,
             '_missing_permissions': missing_permissions,
             '_pod_hosts': pod_hosts,
             '_rollout_api_error': api_error,
-            '_rollout_preconditions': rollout_preconditions,
+            '_purge_preconditions': preconditions_of_purge,
+            '_replacement_ready': replacement_ready,
             '_rollout_purge_failures': purge_failures,
             '_velero_exclusion': velero_exclusion,
             '_velero_restored_at': _velero.restored_at,

@@ -12,17 +12,20 @@ description:
   - The one model of the workload the roles act on. They read the workload, the objects between it and its pods and
     the pods, and hand what kubernetes.core.k8s_info returned to this filter; it decides the rest.
   - The workload's own pods are found through the owner chain, matched by uid (a Deployment's through its
-    ReplicaSets), so that a canary on the same selector is never taken. Only pods in phase C(Running) not being deleted count.
+    ReplicaSets, a LeaderWorkerSet's through its StatefulSets, a StatefulSet's directly), so that a canary on the same
+    selector is never taken. Only pods in phase C(Running) not being deleted count.
   - The rollout is finished as C(kubectl rollout status) judges it (the latest spec observed, every wanted replica
     updated and available) and no pod of an older revision is left.
   - With O(cache_path), the token cache's reach, the pods the cache is read and purged in, from the volume that
     holds it (the path resolved against the container's workingDir and the mount's subPath).
   - The preconditions of a change of the workload, one line each (paused, no running pod, a pod of the diagnosis
     replaced since, no room in a ResourceQuota for the restart's surge).
-  - Supported kinds (O(kind)) are C(Deployment). Another kind is refused in one line naming those supported, and so
-    is a workload another resource controls (an operator's, such as KServe's InferenceService).
-  - With O(kind=auto) the kind is read from the running pods' owner chain (a pod of a ReplicaSet is a Deployment's);
-    pods of a kind not supported (a DaemonSet, a Job, a bare pod) are refused in one line (RV(_value.refused)).
+  - Supported kinds (O(kind)) are C(Deployment), C(StatefulSet) and C(LeaderWorkerSet) (leaderworkerset.x-k8s.io/v1).
+    Another kind is refused in one line naming those supported, and so is a workload another resource controls (an
+    operator's, such as KServe's InferenceService).
+  - With O(kind=auto) the kind is read from the running pods (a pod labelled with a LeaderWorkerSet's name is that
+    LeaderWorkerSet's, else its controller decides, a ReplicaSet's pod being a Deployment's); pods of a kind not
+    supported (a DaemonSet, a Job, a bare pod) are refused in one line (RV(_value.refused)).
 options:
   _input:
     description:

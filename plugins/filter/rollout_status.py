@@ -10,7 +10,10 @@ short_description: One line on where a Deployment's rollout stands
 version_added: 0.1.0
 description:
   - Updated, available and counted replicas against the wanted number, an unobserved generation, and every
-    condition of the Deployment with its reason and message. Used in the message of a rollout that timed out.
+    condition of the Deployment with its reason and message.
+  - A Deployment's only. The P(inferops.vllm_dr.k8s_target#filter) filter's
+    RV(inferops.vllm_dr.k8s_target#filter:_value.rollout) C(status) says it for every supported kind (Deployment,
+    StatefulSet, LeaderWorkerSet); the roles use that.
 options:
   _input:
     description: The Deployment, as kubernetes.core.k8s_info returns it.

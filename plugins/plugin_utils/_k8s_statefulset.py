@@ -125,3 +125,11 @@ def _ready(pod: dict) -> bool:
     return (status.get('phase') == 'Running' and not _meta(pod).get('deletionTimestamp')
             and any(cond.get('type') == 'Ready' and cond.get('status') == 'True'
                     for cond in status.get('conditions') or []))
+
+
+def replacement_ready(target: dict, pod: str, old_uid: str) -> bool:
+    """Whether pod `pod` of an OnDelete StatefulSet, deleted for the restart when its uid was `old_uid`, is back: a new
+    pod under its name (another uid), running and ready at the update revision. `target` is the k8s_target model of a
+    read of the StatefulSet and its pods taken after the controller observed the template change."""
+    restart, uids = target.get('restart') or {}, target.get('pod_uids') or {}
+    return pod in (restart.get('updated') or []) and pod in uids and uids[pod] != old_uid

@@ -33,6 +33,16 @@ How a kind plugs in: one entry of KINDS, keyed by the kind the API server names,
 and one task file roles/k8s_target/tasks/kinds/<kind in lower case>.yml that reads the objects between the workload
 and its pods into _vllm_dr_k8s_kind_owners (none for a StatefulSet), plus one restart task file
 roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
+
+When the roles read the pods: once at each moment the target may have changed since the last read, each read handed
+here whole.
+- The diagnosis (k8s_target's discover): the target and where the cache is.
+- The purge, right before its first change (purge's preconditions): the same pods still running, the cache's place
+  for the purge method; then, only when the purge did not reach a pod, once more to say whether it was replaced.
+- The rollout wait (k8s_target's rollout_wait), after the workload's status says complete: until no pod of an older
+  revision is left (rollout.finished); at its deadline instead, once, to say why the rollout did not finish.
+- A StatefulSet with updateStrategy OnDelete (its restart handler): each pod deleted, until its replacement is ready,
+  as nothing else replaces it.
 """
 
 from __future__ import annotations
@@ -260,15 +270,11 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     return decided
 
 
-def purge_preconditions(workload: dict | None, pods: list, owners: list, config_maps: list, *, namespace: str,
-                        config_map: str, config_key: str, edit_path: str, edit_value, expected_pods: list = (),
-                        quotas: list = (), limit_ranges: list = (), kind: str = 'Deployment') -> list:
+def purge_preconditions(target: dict, config_maps: list, *, namespace: str, config_map: str, config_key: str,
+                        edit_path: str, edit_value) -> list:
     """Every reason the purge cannot run to its end, one line each, judged before it changes anything: the
-    configuration edit's (the ConfigMap) and the target's own (k8s_target's preconditions). `workload` is the named
-    workload (None when gone), `pods`/`owners` everything the selector and the namespace list, `expected_pods` the
-    pods the diagnosis reached (the purge runs in them)."""
-    problems = config_map_problems(config_maps, namespace=namespace, config_map=config_map, config_key=config_key,
-                                   edit_path=edit_path, edit_value=edit_value)
-    target = k8s_target({'resources': [workload] if workload else []}, owners, pods, namespace=namespace, kind=kind,
-                        expected_pods=list(expected_pods or []), quotas=quotas, limit_ranges=limit_ranges)
-    return problems + target['preconditions']
+    configuration edit's (`config_maps`, what reading the ConfigMap by name returned), then the target's own
+    (`target`, the k8s_target model of the reads the purge took, with the pods the diagnosis reached as its
+    expected_pods: the purge runs in them)."""
+    return config_map_problems(config_maps, namespace=namespace, config_map=config_map, config_key=config_key,
+                               edit_path=edit_path, edit_value=edit_value) + list(target['preconditions'])

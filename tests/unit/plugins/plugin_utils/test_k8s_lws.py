@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.inferops.vllm_dr.plugins.filter.__internal import cache_reach as cache_reach_filter
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _k8s_lws as lws
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target
 
@@ -240,9 +239,8 @@ def test_the_target_model_reads_the_kind_from_the_pods_and_takes_the_groups():
     assert target['rollout']['finished'] is True
     assert target['cache_reach']['purge'] == ['vllm-0', 'vllm-1', 'vllm-0-1', 'vllm-0-2', 'vllm-1-1', 'vllm-1-2']
     assert target['restart']['templates'] == ['workerTemplate']
-    # the rollback resolves the cache's place through the cache_reach filter, by the kind's own reach
-    place = cache_reach_filter(workload, [], CACHE, 'vllm', kind='LeaderWorkerSet')
-    assert (place['location'], place['problem']) == (CACHE, None)
+    # the rollback takes the cache's place from the same model (discover's cache_reach), by the kind's own reach
+    assert (target['cache_reach']['location'], target['cache_reach']['problem']) == (CACHE, None)
 
 
 def stalled(groups=2):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import (
-    rollout_verdict, statefulset, statefulset_owners)
+    replacement_ready, rollout_verdict, statefulset, statefulset_owners)
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target
 
 
@@ -105,3 +105,15 @@ def test_a_statefulset_an_operator_controls_is_refused():
 def test_a_statefulsets_pods_name_its_kind():
     target = k8s_target(None, [], [pod('vllm-0'), pod('vllm-1')], namespace='ns', kind='auto')
     assert (target['kind'], target['resource'], target['workloads']) == ('StatefulSet', 'statefulsets', ['vllm'])
+
+
+@pytest.mark.parametrize('pods, ready', [
+    ([pod('vllm-0', uid='s1')], True),  # a new pod (uid-vllm-0, not old-uid), ready at the update revision
+    ([dict(pod('vllm-0'), metadata=dict(pod('vllm-0')['metadata'], uid='old-uid'))], False),  # the same pod still
+    ([pod('vllm-0', revision='vllm-a')], False),  # back at the old revision
+    ([pod('vllm-0', ready=False)], False),  # not ready yet
+    ([pod('vllm-1')], False),  # not back at all
+])
+def test_a_replaced_pod_is_back_when_a_new_pod_of_its_name_is_ready_at_the_update_revision(pods, ready):
+    target = k8s_target({'resources': [sts(strategy='OnDelete')]}, [], pods, namespace='ns', kind='StatefulSet')
+    assert replacement_ready(target, 'vllm-0', 'old-uid') is ready

@@ -63,10 +63,11 @@ def test_a_failed_read_during_the_wait_is_an_error_to_retry_not_an_answer(result
 def problems(dep=None, config_maps=None, pods=None, expected=('vllm-a',), **options):
     dep = deployment() if dep is None else dep
     config_maps = [{'data': {'vllm.yaml': CONFIG}}] if config_maps is None else config_maps
-    return purge_preconditions(dep or None, PODS if pods is None else pods, REPLICASETS, config_maps,
-                               namespace='ns', config_map='vllm-config', config_key=options.get('key', 'vllm.yaml'),
-                               edit_path='session_state_store.refresh_on_startup', edit_value=True,
-                               expected_pods=list(expected))
+    target = k8s_target({'resources': [dep] if dep else []}, REPLICASETS, PODS if pods is None else pods,
+                        namespace='ns', expected_pods=list(expected))
+    return purge_preconditions(target, config_maps, namespace='ns', config_map='vllm-config',
+                               config_key=options.get('key', 'vllm.yaml'),
+                               edit_path='session_state_store.refresh_on_startup', edit_value=True)
 
 
 def test_no_problem_when_everything_is_in_place():

@@ -7,7 +7,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.inferops.vllm_dr.plugins.filter.yaml_set import FilterModule
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import k8s_target, purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._yaml_edit import YamlEditError, YamlLayoutError, set_key
 
 KEY = 'session_state_store.refresh_on_startup'
@@ -49,8 +49,9 @@ def test_the_filter_refuses_with_one_line_and_rewrites_on_request():
 
 def test_the_kubernetes_preconditions_name_the_layout_before_anything_changes():
     config_maps = [{'data': {'vllm.yaml': FLOW}}]
-    problems = purge_preconditions({'metadata': {'name': 'vllm'}}, [], [], config_maps, namespace='vllm',
-                                   config_map='vllm-config', config_key='vllm.yaml', edit_path=KEY, edit_value=True)
+    target = k8s_target({'resources': [{'metadata': {'name': 'vllm'}}]}, [], [], namespace='vllm')
+    problems = purge_preconditions(target, config_maps, namespace='vllm', config_map='vllm-config',
+                                   config_key='vllm.yaml', edit_path=KEY, edit_value=True)
     assert any(problem.startswith('vllm.yaml in ConfigMap vllm-config in namespace vllm: '
                                   'session_state_store.refresh_on_startup cannot be set by a line edit')
                for problem in problems)
