@@ -55,6 +55,7 @@ class KubeCluster:
         self._lock = threading.Lock()
         self._api = None  # (pool, URL, headers) of _get_pods, made at its first read
         self._api_lock = threading.Lock()
+        self._resources = None  # kind name -> where the API server serves it (_resource)
         self._halt = threading.Event()
         self._supervisor = None
 
@@ -242,11 +243,24 @@ class KubeCluster:
 
     def get(self, kind: str, name: str = '', namespace: str = '', selector: str = '',
             all_namespaces: bool = False) -> dict:
-        if kind in ('pod', 'pods'):
-            return self._get_pods(name, namespace, selector, all_namespaces)
-        args = ['get', kind] + ([name] if name else []) + (['-n', namespace] if namespace else [])
-        args += (['-l', selector] if selector else []) + (['-A'] if all_namespaces else [])
-        return json.loads(self.kubectl(*args, '-o', 'json'))
+        """What `kubectl get <kind> [name] -o json` prints, read in this process: the suite polls the API server
+        several times a second (GatewayRuntime's pods, the waits of the tests), and a kubectl process per read costs
+        the CPU the tests beside it need (62 ms a read, against 1 ms here). A kind the API server does not list
+        (kubectl's own aliases) is read with kubectl. Any failure (the API server away, an object not found) is a
+        KubeError, as kubectl's would be."""
+        resource = self._resource(kind)
+        if resource is None:
+            args = ['get', kind] + ([name] if name else []) + (['-n', namespace] if namespace else [])
+            args += (['-l', selector] if selector else []) + (['-A'] if all_namespaces else [])
+            return json.loads(self.kubectl(*args, '-o', 'json'))
+        prefix, plural, namespaced, api_version, object_kind = resource
+        where = f'/namespaces/{namespace or "default"}' if namespaced and (name or not all_namespaces) else ''
+        path = f'{prefix}{where}/{plural}' + (f'/{name}' if name else '')
+        read = self._read(path, {'labelSelector': selector} if selector and not name else None)
+        for item in read.get('items') or []:  # as kubectl lists them: each item names its kind
+            item.setdefault('apiVersion', api_version)
+            item.setdefault('kind', object_kind)
+        return read
 
     def _api_pool(self) -> tuple:
         """(a urllib3 pool keeping its connections to the API server, its URL, the request headers), from the
@@ -264,25 +278,43 @@ class KubeCluster:
                 self._api = (pool, settings.host.rstrip('/'), {'Authorization': token} if token else {})
             return self._api
 
-    def _get_pods(self, name: str, namespace: str, selector: str, all_namespaces: bool) -> dict:
-        """Pods as `kubectl get -o json` gives them (a pod, or a list with `items`), read in this process: the suite
-        polls pods several times a second (GatewayRuntime), and a kubectl process per read costs the CPU the tests
-        beside it need. Any failure (the API server away, a pod not found) is a KubeError, as kubectl's would be."""
-        where = '' if all_namespaces and not name else f'/namespaces/{namespace or "default"}'
-        path = f'/api/v1{where}/pods' + (f'/{name}' if name else '')
+    def _read(self, path: str, fields: dict | None = None) -> dict:
         try:
             pool, host, headers = self._api_pool()
-            answer = pool.request('GET', host + path, fields={'labelSelector': selector} if selector and not name else None,
-                                  headers=headers, timeout=30.0, retries=False)
+            answer = pool.request('GET', host + path, fields=fields, headers=headers, timeout=30.0, retries=False)
             if answer.status != 200:
                 raise KubeError(f'{answer.status} {answer.data.decode(errors="replace")[:300]}')
-            read = json.loads(answer.data)
+            return json.loads(answer.data)
         except Exception as exc:  # refused, reset, timed out: what kubectl would fail on
             raise KubeError(f'GET {path}: {exc}') from None
-        for pod in read.get('items') or []:  # as kubectl lists them: each item names its kind
-            pod.setdefault('apiVersion', 'v1')
-            pod.setdefault('kind', 'Pod')
-        return read
+
+    def _resource(self, kind: str) -> tuple | None:
+        """(path prefix, plural, namespaced, apiVersion, Kind) of a kind as kubectl names it (plural, singular, short
+        name or Kind, any case), from the API server's discovery: read once, and again for a kind it did not list (a
+        CRD installed since)."""
+        wanted = kind.lower()
+        for attempt in range(2):
+            if self._resources is None or attempt:
+                found = {}
+                versions = [('/api/v1', 'v1')] + [
+                    (f"/apis/{group['preferredVersion']['groupVersion']}", group['preferredVersion']['groupVersion'])
+                    for group in self._read('/apis').get('groups') or []]
+                for prefix, api_version in versions:
+                    try:
+                        listed = self._read(prefix).get('resources') or []
+                    except KubeError:
+                        listed = []  # a group version that does not answer (an aggregated API down): kubectl's then
+                    for item in listed:
+                        if '/' in item['name']:
+                            continue  # a subresource
+                        entry = (prefix, item['name'], item['namespaced'], api_version, item['kind'])
+                        aliases = [item['name'], item.get('singularName'), item['kind']] + (item.get('shortNames') or [])
+                        for alias in filter(None, aliases):
+                            found.setdefault(alias.lower(), entry)
+                self._resources = found
+            if wanted in self._resources:
+                return self._resources[wanted]
+        return None
 
     def has_kwok(self) -> bool:
         return bool(self.kubectl('get', 'crd', 'clusterexecs.kwok.x-k8s.io', '--ignore-not-found', '-o', 'name'))
