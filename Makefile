@@ -99,13 +99,17 @@ integration: deps
 	$(K8S_BUILD)
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: integration-k8s" "host: integration-host"
 
+# HOST_WORKERS suites side by side (pytest-xdist), a test file at a time, so that the end of a run, when the other lane
+# is done, uses every core; the session's Keycloak starts only in the worker that takes its tests' one file
+# (test_keycloak_provider.py). HOST_WORKERS=0: one suite, in this process.
+HOST_WORKERS ?= 2
 # tests/functional without the Kubernetes suite and the observability tests (make observability runs those), then
 # ansible-test's integration targets (tests/integration/targets). Keycloak is installed first (once, cached), outside
 # pytest's per-test time limit; the tests start it once per session.
 integration-host: deps
 	bash tools/keycloak/install.sh >/dev/null
-	$(PYTEST) $(DURATIONS) tests/functional --ignore=tests/functional/k8s --ignore=tests/functional/observability \
-	  --junitxml=$(REPORTS)/integration.xml
+	$(PYTEST) $(DURATIONS) -n $(HOST_WORKERS) --dist loadfile tests/functional --ignore=tests/functional/k8s \
+	  --ignore=tests/functional/observability --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
 # K8S_WORKERS suites side by side (pytest-xdist), each on a control plane of its own: a Kubernetes test mostly waits
