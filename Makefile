@@ -53,15 +53,15 @@ deps:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
-# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite (two suites side by side, each on a
-# control plane of its own: see integration-k8s), which waits on its controllers most of the time, then the dependency
-# floors, the AWX assets, Molecule and the quick core matrix; every other gate in the other. The lanes are balanced by
-# the gate times the run's table prints. No cluster is created while a suite has its API server stopped
-# (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every gate runs even when an
-# earlier one is red; the run still exits non-zero, after a table of each gate's time and result.
+# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
+# of the time, with the dependency floors (whose runbook tests start a control plane of their own); every other gate in
+# the other (the lanes are balanced by the gate times the run's table prints). No cluster is created while a suite has
+# its API server stopped (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every
+# gate runs even when an earlier one is red; the run still exits non-zero, after a table of each gate's time and
+# result.
 # VLLM_DR_LANES=1: in turn. `make cores` (every sanity test under every core) stays a gate of its own.
-LANE_K8S := integration-k8s floors aap molecule cores-quick
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site
+LANE_K8S := integration-k8s floors
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick molecule aap
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
@@ -99,10 +99,10 @@ integration: deps
 	$(K8S_BUILD)
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: integration-k8s" "host: integration-host"
 
-# HOST_WORKERS suites side by side (pytest-xdist), a test file at a time, so that the end of a run, when the other lane
-# is done, uses every core; the session's Keycloak starts only in the worker that takes its tests' one file
-# (test_keycloak_provider.py). HOST_WORKERS=0: one suite, in this process.
-HOST_WORKERS ?= 2
+# HOST_WORKERS=N: N suites side by side (pytest-xdist), a test file at a time; the session's Keycloak starts only in the
+# worker that takes its tests' one file (test_keycloak_provider.py). 0 (the default): one suite, in this process. Two
+# workers do not shorten make test on two cores, where both lanes already keep the CPU busy.
+HOST_WORKERS ?= 0
 # tests/functional without the Kubernetes suite and the observability tests (make observability runs those), then
 # ansible-test's integration targets (tests/integration/targets). Keycloak is installed first (once, cached), outside
 # pytest's per-test time limit; the tests start it once per session.
@@ -112,9 +112,10 @@ integration-host: deps
 	  --ignore=tests/functional/observability --junitxml=$(REPORTS)/integration.xml
 	bash tools/ansible-test.sh integration --local --python 3.11 --color no
 
-# K8S_WORKERS suites side by side (pytest-xdist), each on a control plane of its own: a Kubernetes test mostly waits
-# on its controllers, so two of them share the CPU well. K8S_WORKERS=0: one suite, in this process.
-K8S_WORKERS ?= 2
+# K8S_WORKERS=N: N suites side by side (pytest-xdist), each on a control plane and with an LWS controller of its own.
+# 0 (the default): one suite, in this process. On two cores two workers made make test slower (a second control plane
+# to run, and every wait of a test on its controllers starved of CPU); on more cores they share the work.
+K8S_WORKERS ?= 0
 integration-k8s: deps
 	$(K8S_BUILD)
 	$(PYTEST) $(DURATIONS) -n $(K8S_WORKERS) --dist worksteal tests/functional/k8s \
