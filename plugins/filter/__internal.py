@@ -104,12 +104,6 @@ def rollback_target(recorded, current, files, backup_dir):
     return target_mismatch(recorded or None, current, files, backup_dir=backup_dir) or ''
 
 
-def preconditions_of_purge(target, config_maps, **options):
-    """Every refusal of a purge, before the first change: the configuration edit's, then those of `target`, the
-    k8s_target model of the purge's reads (``plugin_utils/_k8s_target.py``)."""
-    return purge_preconditions(target, config_maps, **options)
-
-
 def velero_exclusion(deployments, pvcs=None, config_maps=None, container='vllm', cache_path='', present=True,
                      exclusions=('annotation', 'resource_policy'), policy_name='vllm-dr-token-cache',
                      velero_namespace='velero', selector='app=vllm', deployment='', kind='Deployment'):
@@ -139,7 +133,7 @@ class FilterModule:
             '_missing_permissions': missing_permissions,
             '_pod_hosts': pod_hosts,
             '_rollout_api_error': api_error,
-            '_purge_preconditions': preconditions_of_purge,
+            '_purge_preconditions': purge_preconditions,
             '_replacement_ready': replacement_ready,
             '_rollout_purge_failures': purge_failures,
             '_velero_exclusion': velero_exclusion,

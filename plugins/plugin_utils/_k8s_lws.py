@@ -79,12 +79,6 @@ def _statefulset_ready(statefulset: dict | None) -> bool:
             and status.get('currentRevision') == status.get('updateRevision'))
 
 
-def _template(workload: dict, role: str) -> dict:
-    """The pod template of the leaders (`leader`: the leader template, or the worker template when there is none) or
-    of the workers."""
-    return pod_template(workload, KIND, role)
-
-
 def group_size(workload: dict) -> int:
     return _int((((workload or {}).get('spec') or {}).get('leaderWorkerTemplate') or {}).get('size'), 1)
 
@@ -279,7 +273,7 @@ def _template_workload(workload: dict, role: str) -> dict:
     volumeClaimTemplates (a claim per pod, which the pod template alone does not name), for the cache reach."""
     claims = claims_of(workload, KIND)
     return {'metadata': {'name': f'{_meta(workload).get("name")} ({role} template)'},
-            'spec': {'template': _template(workload, role), 'volumeClaimTemplates': claims}}
+            'spec': {'template': pod_template(workload, KIND, role), 'volumeClaimTemplates': claims}}
 
 
 def holders(workload: dict, cache_path: str, container: str) -> tuple[str, str]:

@@ -53,7 +53,7 @@ class KubeCluster:
         self.controllers = []
         self._stopped = set()
         self._lock = threading.Lock()
-        self._api = None  # (pool, URL, headers) of _get_pods, made at its first read
+        self._api = None  # (pool, URL, headers) of _read, made at its first read
         self._api_lock = threading.Lock()
         self._resources = None  # kind name -> where the API server serves it (_resource)
         self._halt = threading.Event()

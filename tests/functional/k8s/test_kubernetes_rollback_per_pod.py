@@ -9,6 +9,8 @@ import re
 import shutil
 import sqlite3
 
+import pytest
+
 from harness.k8s_runbook import digest, rbac_documents, service_account_kubeconfig
 from harness.playbooks import playbook
 
@@ -131,3 +133,29 @@ def test_replaced_pods_are_refused_when_the_pods_gone_left_different_caches_and_
     for pod in pods:
         assert f'{workload.namespace}/{pod}: {workload.namespace}_vllm-gone-2/token_cache.db.{STAMP}.bak' in output
     assert cache_files(workload) == chosen
+
+
+@pytest.mark.parametrize('backups, refusal', [
+    ('backups', r'vllm_dr_k8s_pod_backup_dir backups is not an absolute path; '),
+    ('/etc/vllm-dr', r'vllm_dr_k8s_pod_backup_dir /etc/vllm-dr is not on volume \S+ that holds the token cache'),
+])
+def test_a_pod_backup_directory_the_pods_cannot_keep_is_refused_before_anything_is_put_back(
+        healthy_workload, tmp_path, backups, refusal):
+    # the rollback takes the cache's place from the target model (discover's cache_reach): a backup directory that is
+    # relative, or off the cache's volume, stops it in one line before any pod is touched
+    workload = healthy_workload
+    first, second = sorted(pod['metadata']['name'] for pod in workload.pods())
+    run_dir = tmp_path / 'run-hostile'
+    backup_set(run_dir, workload.namespace, first, 'first')
+    backup_set(run_dir, workload.namespace, second, 'second')
+    before = cache_files(workload)
+    pods_before = {pod['metadata']['name']: pod['metadata']['uid'] for pod in workload.pods()}
+
+    rc, output = rollback(workload, run_dir, '-e', f'vllm_dr_k8s_pod_backup_dir={backups}')
+    assert rc != 0
+    assert re.search(refusal, output), output[-4000:]
+    assert 'Traceback' not in output
+    assert cache_files(workload) == before
+    assert not os.path.exists(os.path.join(os.path.dirname(workload.lab.cache_path), '.vllm_dr_backups',
+                                           'run-hostile-rollback'))
+    assert {pod['metadata']['name']: pod['metadata']['uid'] for pod in workload.pods()} == pods_before
