@@ -27,6 +27,8 @@ import time
 
 import yaml
 
+from harness.servers import process_alive
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER_SH = os.path.join(ROOT, 'tools', 'k8s', 'cluster.sh')
 BUILD_SH = os.path.join(ROOT, 'tools', 'k8s', 'build.sh')
@@ -91,16 +93,7 @@ class KubeCluster:
 
     @staticmethod
     def _alive(pid: int) -> bool:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return False  # a component this process started again (start_component), reaped
-        except ChildProcessError:
-            pass  # started by kwokctl: not this process's child
-        try:
-            with open(f'/proc/{pid}/stat', encoding='utf-8') as handle:
-                return handle.read().rsplit(')', 1)[1].split()[0] != 'Z'
-        except (OSError, IndexError):
-            return False
+        return process_alive(pid)
 
     def _supervise(self) -> None:
         """Start again a control-plane process that exits by itself, as the kubelet restarts a static pod.

@@ -98,6 +98,28 @@ def port_open(port: int, host: str = LOOPBACK) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. A child of this process that exited is reaped here; an exited process
+    whose parent is another one (a gateway the lab started, stopped by `labctl restart` in another process) stays a
+    zombie until that parent reaps it, and a zombie runs nothing: it counts as gone, not as alive."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass  # not this process's child
+    try:
+        with open(f'/proc/{pid}/stat', encoding='utf-8') as handle:
+            return handle.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc: whether the pid still exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
 def require_binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:

@@ -44,7 +44,7 @@ import yaml
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TESTS_DIR)
 
-from harness.servers import TlsFiles, free_port, gunicorn_command, require_binary  # noqa: E402  pylint: disable=wrong-import-position
+from harness.servers import TlsFiles, free_port, gunicorn_command, process_alive, require_binary  # noqa: E402  pylint: disable=wrong-import-position
 from harness import keycloak as _keycloak  # noqa: E402  pylint: disable=wrong-import-position
 from lab import keycloak as _realm  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -148,19 +148,7 @@ class Lab:
 
     def _alive(self, name: str) -> bool:
         pid = self.state.get('pids', {}).get(name)
-        if not pid:
-            return False
-        try:
-            waited, _status = os.waitpid(pid, os.WNOHANG)
-            if waited == pid:
-                return False
-        except ChildProcessError:
-            pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return bool(pid) and process_alive(pid)
 
     def _stop(self, name: str) -> None:
         pid = self.state.get('pids', {}).pop(name, None)
@@ -174,14 +162,8 @@ class Lab:
                 return
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
-                try:
-                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                        return
-                except ChildProcessError:
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        return
+                if not process_alive(pid):
+                    return
                 time.sleep(0.05)
 
     def _start_redis(self) -> None:
