@@ -25,7 +25,7 @@ export VLLM_DR_VENV := $(VENV)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help deps test integration-host integration-k8s observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab bench-k8s lab clean
+.PHONY: help deps test integration-host integration-k8s integration-k8s-part1 integration-k8s-part2 observability cores cores-quick floors aap ci-lint docs-venv docs-lint docs docs-site test-k8s k8s-build k8s-up k8s-down demo sanity lint unit integration molecule build release bench-cache bench-sweep bench-lab bench-k8s lab clean
 
 help:
 	@echo "make test         every gate: sanity, ansible-lint, unit, integration, molecule, observability, CI recipes, docs, aap,"
@@ -41,6 +41,8 @@ help:
 	@echo "                  the tarball install and the Kubernetes runbook on the oldest ansible (kubernetes.core's floor)"
 	@echo "make aap          the execution environment context, the AWX assets, the AWX-style jobs, the assets in the real AWX"
 	@echo "make test-k8s     only the Kubernetes suite (its own control plane, or the cluster KUBECONFIG names)"
+	@echo "make integration-k8s-part1|integration-k8s-part2   the Kubernetes suite in the two parts make test runs, one per lane"
+	@echo "                  (part 2: the files K8S_PART2_FILES names; each part on a control plane of its own)"
 	@echo "make k8s-up|k8s-down   the suite's control plane by hand (kubeconfig path printed by k8s-up)"
 	@echo "make build        the Galaxy tarball of a commit (COMMIT=HEAD), reproducible: same commit, same bytes"
 	@echo "make release      the changelog's release section from changelogs/fragments (again after a merge)"
@@ -53,15 +55,17 @@ deps:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
-# Every gate, in two lanes side by side (tools/lanes.sh): the Kubernetes suite, which waits on its control plane most
-# of the time, with the dependency floors (whose runbook tests start a control plane of their own); every other gate in
-# the other (the lanes are balanced by the gate times the run's table prints). No cluster is created while a suite has
-# its API server stopped (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every
-# gate runs even when an earlier one is red; the run still exits non-zero, after a table of each gate's time and
-# result.
+# Every gate, in two lanes side by side (tools/lanes.sh): most of the Kubernetes suite in one; every other gate in the
+# other, then the dependency floors and the rest of the Kubernetes suite (K8S_PART2_FILES, on a control plane of its
+# own), so that both lanes end together (balanced by the gate times the run's table prints: the Kubernetes suite is the
+# longest gate, and the CPU of both cores is what a run waits for). No cluster is created while a suite has its API
+# server stopped (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every gate runs
+# even when an earlier one is red; the run still exits non-zero, after a table of each gate's time and result.
 # VLLM_DR_LANES=1: in turn. `make cores` (every sanity test under every core) stays a gate of its own.
-LANE_K8S := integration-k8s floors
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick molecule aap
+K8S_PART2_FILES := test_kubernetes_rbac_per_playbook.py
+LANE_K8S := integration-k8s-part1
+LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick molecule aap floors \
+  integration-k8s-part2
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
@@ -116,10 +120,25 @@ integration-host: deps
 # 0 (the default): one suite, in this process. On two cores two workers made make test slower (a second control plane
 # to run, and every wait of a test on its controllers starved of CPU); on more cores they share the work.
 K8S_WORKERS ?= 0
+K8S_SUITE := tests/functional/k8s
 integration-k8s: deps
 	$(K8S_BUILD)
-	$(PYTEST) $(DURATIONS) -n $(K8S_WORKERS) --dist worksteal tests/functional/k8s \
+	$(PYTEST) $(DURATIONS) -n $(K8S_WORKERS) --dist worksteal $(K8S_SUITE) \
 	  --junitxml=$(REPORTS)/integration-k8s.xml
+
+# make test runs the Kubernetes suite in two parts, one in each lane, each on a control plane of its own: the files
+# of K8S_PART2 at the end of the host lane, once its own gates are done, every other file (a new one too) in the
+# Kubernetes lane. K8S_PART2 is chosen by the times of a run's table (the gates, and each suite's --durations) so
+# that both lanes end together; a file named here that no longer exists fails the part. Together the two parts are
+# integration-k8s, the whole suite.
+K8S_PART2 := $(addprefix $(K8S_SUITE)/,$(K8S_PART2_FILES))
+integration-k8s-part1: deps
+	$(K8S_BUILD)
+	$(PYTEST) $(DURATIONS) $(K8S_SUITE) $(addprefix --ignore=,$(K8S_PART2)) --junitxml=$(REPORTS)/integration-k8s-part1.xml
+
+integration-k8s-part2: deps
+	$(K8S_BUILD)
+	$(PYTEST) $(DURATIONS) $(K8S_PART2) --junitxml=$(REPORTS)/integration-k8s-part2.xml
 
 # One Molecule scenario per role that runs on the incident lab host (extensions/molecule/<role>), verified with
 # testinfra; k8s_target needs a Kubernetes API, tests/functional/k8s covers it.
