@@ -91,10 +91,6 @@ class KubeCluster:
         with open(f'/proc/{pid}/cmdline', 'rb') as handle:
             return [arg.decode() for arg in handle.read().split(b'\0') if arg]
 
-    @staticmethod
-    def _alive(pid: int) -> bool:
-        return process_alive(pid)
-
     def _supervise(self) -> None:
         """Start again a control-plane process that exits by itself, as the kubelet restarts a static pod.
 
@@ -106,7 +102,7 @@ class KubeCluster:
         while not self._halt.wait(1.0):
             with self._lock:
                 for name, pid in self.component_pids().items():
-                    if name in self._stopped or self._alive(pid) or self._halt.is_set():
+                    if name in self._stopped or process_alive(pid) or self._halt.is_set():
                         continue
                     log = os.path.join(self.state_dir, 'clusters', self.name, 'logs', f'{name}.log')
                     with open(log, encoding='utf-8', errors='replace') as handle:
@@ -131,7 +127,7 @@ class KubeCluster:
             self._stopped.add(name)
             os.kill(pid, signal.SIGKILL)  # a crash, not a graceful stop: down at once
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self._alive(pid):
+        while time.monotonic() < deadline and process_alive(pid):
             time.sleep(0.1)
         return argv
 
