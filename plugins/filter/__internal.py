@@ -20,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.inferops.vllm_dr.plugins.module_utils import _detection, _dr_audit, _velero
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _fleet_report, _validation_metrics
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._http_args import endpoint_args
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import missing_permissions, pod_hosts
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import pod_hosts
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import replacement_ready
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollback import rollback_plan, target_mismatch
@@ -130,7 +130,6 @@ class FilterModule:
             '_dr_audit': dr_audit,
             '_rollback_plan': rollback_plan,
             '_rollback_target': rollback_target,
-            '_missing_permissions': missing_permissions,
             '_pod_hosts': pod_hosts,
             '_rollout_api_error': api_error,
             '_purge_preconditions': purge_preconditions,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._velero import restored_at
 from ansible_collections.inferops.vllm_dr.plugins.module_utils._cache_path import CachePathError, resolve
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import (
-    missing_permissions,
     owner_names,
     pod_hosts,
 )
@@ -39,24 +38,6 @@ def test_pod_hosts_name_each_pod_after_its_target_and_share_the_common_options()
     assert hosts == [{'namespace': 'ns', 'name': 'cluster-a/ns/vllm-0', 'pod': 'vllm-0'},
                      {'namespace': 'ns', 'name': 'cluster-a/ns/vllm-1', 'pod': 'vllm-1'}]
     assert pod_hosts([], 'x/') == []
-
-
-def test_missing_permissions_name_only_the_refused_ones_as_an_rbac_rule_does():
-    wanted = [{'verb': 'list', 'resource': 'pods'},
-              {'verb': 'get', 'resource': 'pods', 'subresource': 'log'},
-              {'verb': 'patch', 'resource': 'deployments', 'group': 'apps', 'name': 'vllm'},
-              {'verb': 'list', 'resource': 'restores', 'group': 'velero.io', 'namespace': 'velero'},
-              {'verb': 'create', 'resource': 'pods', 'subresource': 'exec', 'group': ''}]
-    assert missing_permissions(wanted, [True, False, False, False], 'ns') == [
-        'get pods/log in namespace ns',
-        'patch deployments.apps vllm in namespace ns',
-        'list restores.velero.io in namespace velero',
-        # no answer is no permission
-        'create pods/exec in namespace ns',
-    ]
-    assert missing_permissions(wanted[:1], [True], 'ns') == []
-    # only a yes is a yes
-    assert missing_permissions(wanted[:1], ['yes'], 'ns') == ['list pods in namespace ns']
 
 
 def container_cache_mount(containers, container_name, cache_path):
