@@ -57,6 +57,14 @@ options:
     type: list
     elements: dict
     default: []
+  on_error:
+    description:
+      - What a permission check or read the API server refuses or cannot answer does. V(fail) fails the task with one
+        line naming it. V(return) returns that line in RV(error) and does not fail, for a task that sets C(no_log)
+        (C(no_log) hides a failed task's message) and fails in a task of its own.
+    type: str
+    choices: [fail, return]
+    default: fail
 notes:
   - It needs the permissions it reads with (C(get) or C(list) on each kind read); asking for O(permissions) needs
     none.
@@ -116,6 +124,11 @@ api_found:
   type: dict
   returned: always
   sample: {pods: true}
+error:
+  description: With O(on_error=return), the one line that names the check or read that failed; nothing else is returned.
+  type: str
+  returned: when a check or read failed (or no client could be made) and O(on_error=return)
+  sample: "could not read the Pod objects in namespace vllm: 503 Service Unavailable"
 """
 
 import copy
@@ -130,8 +143,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.service import
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError
-except ImportError:  # AnsibleK8SModule reports the missing library
-    DynamicApiError = Exception
+    from urllib3.exceptions import HTTPError as Urllib3Error
+except ImportError:  # AnsibleK8SModule reports the missing library before any request
+    DynamicApiError = Urllib3Error = CoreException
 
 
 def argument_spec() -> dict:
@@ -140,6 +154,7 @@ def argument_spec() -> dict:
         namespace=dict(type='str', required=True),
         permissions=dict(type='list', elements='dict', default=[]),
         reads=dict(type='list', elements='dict', default=[]),
+        on_error=dict(type='str', choices=['fail', 'return'], default='fail'),
     )
     return spec
 
@@ -154,30 +169,37 @@ def api_reason(exc: Exception) -> str:
 def main():
     module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec(), supports_check_mode=True)
     params = module.params
+
+    def refuse(text):
+        if params['on_error'] == 'return':
+            module.exit_json(changed=False, error=text)
+        module.fail_json(msg=text)
+
     try:
+        # the client asks the API server its version first: an API server that does not answer fails here
         client = get_api_client(module=module)
-    except CoreException as exc:
-        module.fail_json(msg=str(exc))
+    except (CoreException, DynamicApiError, Urllib3Error, OSError) as exc:  # refused, or no answer
+        refuse(f'could not reach the Kubernetes API server: {api_reason(exc)}')
     service = K8sService(client, module)
 
     def review(body):
         try:
             answer = service.find_resource('SelfSubjectAccessReview', 'authorization.k8s.io/v1', fail=True)
             return client.create(answer, body).to_dict().get('status', {}).get('allowed')
-        except (CoreException, DynamicApiError) as exc:
+        except (CoreException, DynamicApiError, Urllib3Error, OSError) as exc:  # refused, or no answer
             raise K8sReadError(f'could not ask the API server for a permission: {api_reason(exc)}') from exc
 
     def find(kind, api_version, name, namespace, label_selectors):
         try:
             return service.find(kind, api_version, name=name, namespace=namespace, label_selectors=label_selectors)
-        except (CoreException, DynamicApiError) as exc:
+        except (CoreException, DynamicApiError, Urllib3Error, OSError) as exc:  # refused, or no answer
             what = f'{kind} {name}' if name else f'the {kind} objects'
             raise K8sReadError(f'could not read {what} in namespace {namespace}: {api_reason(exc)}') from exc
 
     try:
         result = ask(params['permissions'], params['reads'], params['namespace'], review, find)
     except K8sReadError as exc:
-        module.fail_json(msg=str(exc))
+        refuse(str(exc))
     module.exit_json(changed=False, **result)
 
 
