@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import stat
+import threading
 
 PRIVATE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -144,11 +145,12 @@ def fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def copy_private(source: str, destination: str, follow_links: bool = True) -> None:
+def copy_private(source: str, destination: str, follow_links: bool = True, durable: bool = True) -> None:
     """Copy ``source`` to a new 0600 ``destination`` and make it durable.
 
     With ``follow_links=False`` a ``source`` that is a symbolic link is refused when it is
     opened, so a file checked with lstat cannot be swapped for a link before it is copied.
+    With ``durable=False`` the caller makes it durable (``Sealing``) before it deletes anything.
     """
     try:
         src = os.fdopen(os.open(source, os.O_RDONLY | (0 if follow_links else _NOFOLLOW)), 'rb')
@@ -162,7 +164,8 @@ def copy_private(source: str, destination: str, follow_links: bool = True) -> No
         try:
             with dst:
                 _copy_contents(src, dst)
-                make_durable(dst, destination)
+                if durable:
+                    make_durable(dst, destination)
         except OSError as exc:
             _remove_quietly(destination)
             raise BackupError(f'backup of {source} to {destination} failed ({exc.strerror}); '
@@ -187,12 +190,53 @@ def _copy_contents(src, dst) -> None:
     shutil.copyfileobj(src, dst, _CHUNK)
 
 
-def file_digest(path: str) -> str:
+class Sealing:
+    """Backup copies made durable and hashed in a thread of their own while the caller goes on.
+
+    A prune's DELETE runs meanwhile (SQLite and the fsync both work without the GIL);
+    ``wait()`` comes before the change is committed, so nothing is committed that its
+    backup could not hold. On failure the copies are removed and ``wait()`` raises
+    BackupError. ``wait()`` returns each copy's sha256, as file_digest gives it.
+    """
+
+    def __init__(self, paths: list):
+        self.paths = list(paths)
+        self._digests = {}
+        self._error = None
+        self._thread = threading.Thread(target=self._seal, name='backup-sealing', daemon=True)
+        self._thread.start()
+
+    def _seal(self) -> None:
+        try:
+            for path in self.paths:
+                with open(path, 'rb') as handle:
+                    os.fsync(handle.fileno())
+                    self._digests[path] = _digest_of(handle)
+            for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in self.paths}):
+                fsync_directory(directory)
+        except OSError as exc:
+            self._error = exc
+
+    def wait(self) -> dict:
+        self._thread.join()
+        if self._error is not None:
+            for path in self.paths:
+                _remove_quietly(path)
+            raise BackupError(f'backup to {", ".join(self.paths)} could not be made durable ({self._error.strerror}); '
+                              'free space or choose another backup location')
+        return dict(self._digests)
+
+
+def _digest_of(handle) -> str:
     digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b''):
-            digest.update(chunk)
+    for chunk in iter(lambda: handle.read(_CHUNK), b''):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_digest(path: str) -> str:
+    with open(path, 'rb') as handle:
+        return _digest_of(handle)
 
 
 def _remove_quietly(path: str) -> None:

@@ -19,10 +19,11 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 import urllib.parse
 
-from ._files import BackupError, check_private_dir, copy_private, ensure_backup_dir, file_digest, fsync_directory
+from ._files import BackupError, Sealing, check_private_dir, copy_private, ensure_backup_dir, file_digest, fsync_directory
 from ._timestamps import EARLIEST_EPOCH, END_EPOCH, EPOCH_MILLIS_THRESHOLD, backup_stamp, iso_utc, parse_optional
 
 SIDECAR_SUFFIXES = ('-wal', '-shm', '-journal')
@@ -64,30 +65,37 @@ def expiry_epoch_sql(column: str) -> str:
     that a million-row cache is judged without loading a row into Python. A value
     outside the years 0001 to 9999 (``_timestamps.in_range``), an infinity among them,
     cannot be read either: such a row is malformed, never pruned, never reported.
-    """
-    return f"(SELECT {epoch_of_raw_sql('e')} FROM (SELECT {expiry_raw_sql(column)} AS e))"
 
-
-def expiry_raw_sql(column: str) -> str:
-    """SQL for a row's expiry as stored, read as a number (seconds or milliseconds), or NULL: the costly part of
-    expiry_epoch_sql, which a prune evaluates once per row (epoch_of_raw_sql then reads the number it kept).
-
-    Text of digits and dots (a digit first) is a number; other text is read as a date. The
-    test is made with ltrim and substr, not GLOB: a third of the cost of a row.
+    A number stored as a number is judged in line, and so is a date of the years 0002 to 9998
+    (four digits and a dash first): no offset takes it out of the years 0001 to 9999, and
+    julianday reads it as it reads it trimmed. Other text is trimmed once, in a subquery that
+    SQLite does not flatten (LIMIT -1). Text of digits with at most one dot (a digit first) is
+    a number of seconds or milliseconds; other text is read as a date, which is never taken
+    for milliseconds (a date after the year 5138 stays in its year). The test for a number is
+    made with ltrim and substr, not GLOB: a third of the cost of a row. Text that Python reads
+    as a number but this test does not (a sign, an exponent, a leading dot) is malformed here:
+    never pruned.
     """
     col = quote_identifier(column)
-    text = f"trim({col})"
+    is_number = ("ltrim(t, '0123456789.') = '' AND substr(t, 1, 1) BETWEEN '0' AND '9' "
+                 "AND instr(substr(t, instr(t, '.') + 1), '.') = 0")
+    date = (f"(SELECT CASE WHEN s >= {EARLIEST_EPOCH!r} THEN s END "
+            "FROM (SELECT (julianday(t) - 2440587.5) * 86400.0 AS s))")
     return (
-        f"CASE typeof({col}) WHEN 'integer' THEN {col} WHEN 'real' THEN {col} WHEN 'text' THEN "
-        f"CASE WHEN ltrim({text}, '0123456789.') = '' AND substr({text}, 1, 1) BETWEEN '0' AND '9' "
-        f"THEN CAST({text} AS REAL) ELSE (julianday({text}) - 2440587.5) * 86400.0 END END"
+        f"CASE typeof({col}) WHEN 'integer' THEN {_epoch_in_range_sql(col)} WHEN 'real' THEN {_epoch_in_range_sql(col)} "
+        f"WHEN 'text' THEN CASE WHEN substr({col}, 5, 1) = '-' AND substr({col}, 1, 4) BETWEEN '0002' AND '9998' "
+        f"THEN (julianday({col}) - 2440587.5) * 86400.0 "
+        f"ELSE (SELECT CASE WHEN {is_number} THEN {_epoch_in_range_sql('CAST(t AS REAL)')} ELSE {date} END "
+        f"FROM (SELECT trim({col}) AS t LIMIT -1)) END END"
     )
 
 
-def epoch_of_raw_sql(raw: str) -> str:
-    """SQL for the epoch seconds of the expiry_raw_sql number named ``raw`` (a column), NULL out of range."""
-    seconds = f"(CASE WHEN {raw} > {EPOCH_MILLIS_THRESHOLD} THEN {raw} / 1000.0 ELSE {raw} END)"
-    return f"CASE WHEN {seconds} >= {EARLIEST_EPOCH!r} AND {seconds} < {END_EPOCH!r} THEN {seconds} END"
+def _epoch_in_range_sql(number: str) -> str:
+    """SQL for the epoch seconds of ``number`` (seconds, or milliseconds above EPOCH_MILLIS_THRESHOLD), NULL out of
+    the years 0001 to 9999. Milliseconds are never below the earliest second, and seconds up to the threshold never
+    reach the end (the threshold lies before it): each branch tests the one bound it can cross."""
+    return (f"CASE WHEN {number} > {EPOCH_MILLIS_THRESHOLD} THEN CASE WHEN {number} / 1000.0 < {END_EPOCH!r} "
+            f"THEN {number} / 1000.0 END WHEN {number} >= {EARLIEST_EPOCH!r} THEN {number} END")
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -177,8 +185,11 @@ class TokenCache:
 
     @staticmethod
     def _integrity(conn: sqlite3.Connection) -> str:
+        """'ok', or SQLite's first findings on one line (it heads them with the database's name, on a line of its own)."""
         problems = [row[0] for row in conn.execute('PRAGMA quick_check(5)')]
-        return 'ok' if problems == ['ok'] else '; '.join(problems)
+        if problems == ['ok']:
+            return 'ok'
+        return '; '.join(line for problem in problems for line in problem.splitlines() if not line.startswith('*** in database'))
 
     def _last_write(self) -> float:
         """When the cache was last written: with WAL, writes land in the -wal file first."""
@@ -200,8 +211,10 @@ class TokenCache:
     def inspect(self, cutoff: float, restored_at: float | None = None, count: bool = True) -> dict:
         """What the cache holds; reports (does not raise on) a file that is not a healthy database.
 
-        ``count`` false: the rows are not counted (a prune counts them under its write lock,
-        judging each expiry once for the count and the delete); rows and the like stay None.
+        ``count`` false: the rows are not counted and the file's integrity is not checked; a
+        prune does both under its write lock (the check beside its judging of the rows, each
+        expiry judged once for the count and the delete). Rows and the like, and integrity
+        when the file opened and its schema was read, stay None.
         """
         self._check_path()
         info = {
@@ -223,14 +236,15 @@ class TokenCache:
             info['integrity'] = str(exc)
             return info
         try:
-            info['integrity'] = self._integrity(conn)
-            if info['integrity'] == 'ok':
-                tables = self._tables(conn)
-                if tables:
-                    self._check_schema(conn, tables)
-                    if count:
-                        info.update(self._count(conn, cutoff))
-                else:
+            info['integrity'] = self._integrity(conn) if count else None
+            tables = self._tables(conn) if info['integrity'] in ('ok', None) else None
+            if tables:
+                self._check_schema(conn, tables)
+                if count:
+                    info.update(self._count(conn, cutoff))
+            elif tables is not None:
+                info['integrity'] = info['integrity'] or self._integrity(conn)
+                if info['integrity'] == 'ok':
                     # 0 bytes, or a database made before its table: what a service leaves when it
                     # recreates the file and has not written yet. It holds no token.
                     info.update(empty=True, rows=0, expired_rows=0, malformed_rows=0)
@@ -250,14 +264,22 @@ class TokenCache:
         stem = os.path.join(backup_dir, f'{os.path.basename(self.path)}.{backup_stamp()}.bak')
         return {name: stem + name[len(self.path):] for name in cache_files(self.path)}
 
-    def _backup(self, backup_dir: str | None) -> list[str]:
-        """Copy the database and its sidecars; the caller holds the write lock or checks for changes."""
+    def _backup(self, backup_dir: str | None, durable: bool = True) -> list[str]:
+        """Copy the database and its sidecars; the caller holds the write lock or checks for changes.
+
+        ``durable=False``: the copies are not yet on stable storage; the caller seals them (``Sealing``)
+        and waits for that before it commits a change."""
         directory = ensure_backup_dir(backup_dir or os.path.dirname(os.path.abspath(self.path)))
         written = []
-        for source, destination in self._backup_names(directory).items():
-            if os.path.exists(source):
-                copy_private(source, destination, follow_links=False)
-                written.append(destination)
+        try:
+            for source, destination in self._backup_names(directory).items():
+                if os.path.exists(source):
+                    copy_private(source, destination, follow_links=False, durable=durable)
+                    written.append(destination)
+        except BackupError:
+            for name in written:
+                os.unlink(name)
+            raise
         return written
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
@@ -274,15 +296,14 @@ class TokenCache:
         When ``before`` holds no counts (inspect(count=False)), the rows are counted here,
         under the write lock, in the one pass that judges each row's expiry: the count and
         the delete are of the same rows, and the result's counts are the ones at the delete.
+        The file's integrity is then checked here too, under the same lock, on a connection
+        of its own beside the judging, and before anything is deleted.
         """
         result = {'removed_rows': 0, 'backup_files': [], 'warnings': []}
         if not before['exists']:
             return result
-        if before['integrity'] != 'ok':
-            raise TokenCacheError(
-                f'token cache {self.path} is not a healthy SQLite database ({before["integrity"]}); '
-                'state=pruned cannot repair it: use state=absent to purge it (a backup is kept)'
-            )
+        if before['integrity'] not in ('ok', None):
+            raise self._unhealthy(before['integrity'])
         if before['rows'] is not None and not before['expired_rows']:
             return result
         if check_mode:
@@ -294,12 +315,10 @@ class TokenCache:
             self._begin_immediate(conn)
             try:
                 # Under the write lock: nothing can be written between the count, the backup and the delete.
-                keys = self._judge(conn)
-                result.update(self._count_judged(conn, cutoff))
+                keys = self._judge_checked(conn, checked=before['integrity'] == 'ok')
+                result.update(self._count_judged(conn, cutoff), integrity='ok')
                 if result['expired_rows']:
-                    if backup:
-                        result['backup_files'] = self._backup(backup_dir)
-                    result['removed_rows'] = self._delete_judged(conn, keys, cutoff)
+                    result.update(self._delete_backed_up(conn, keys, cutoff, backup, backup_dir))
                 conn.execute('DROP TABLE temp.vllm_dr_judged')
                 conn.execute('COMMIT')
             except BaseException:
@@ -320,6 +339,62 @@ class TokenCache:
             conn.close()
         return result
 
+    def _unhealthy(self, integrity: str) -> TokenCacheError:
+        return TokenCacheError(
+            f'token cache {self.path} is not a healthy SQLite database ({integrity}); '
+            'state=pruned cannot repair it: use state=absent to purge it (a backup is kept)'
+        )
+
+    def _judge_checked(self, conn: sqlite3.Connection, checked: bool) -> list:
+        """_judge, with the file's integrity checked beside it unless ``checked``; raises on a damaged file."""
+        wait = (lambda: 'ok') if checked else self._integrity_aside()
+        try:
+            keys, failure = self._judge(conn), None
+        except sqlite3.DatabaseError as exc:
+            keys, failure = None, exc
+        integrity = wait()
+        if integrity != 'ok':
+            raise self._unhealthy(integrity)
+        if failure is not None:
+            raise failure
+        return keys
+
+    def _integrity_aside(self):
+        """Start PRAGMA quick_check on a read-only connection in a thread of its own (SQLite works without the GIL);
+        the function returned waits for it and gives 'ok' or what is wrong."""
+        outcome = []
+
+        def check():
+            try:
+                conn = self._connect(readonly=True)
+                try:
+                    outcome.append(self._integrity(conn))
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                outcome.append(str(exc))
+
+        thread = threading.Thread(target=check, name='cache-integrity', daemon=True)
+        thread.start()
+
+        def wait():
+            thread.join()
+            return outcome[0]
+        return wait
+
+    def _delete_backed_up(self, conn: sqlite3.Connection, keys: list, cutoff: float, backup: bool,
+                          backup_dir: str | None) -> dict:
+        """The judged rows deleted (not yet committed) after the files are copied; the copies are made durable and
+        hashed while the DELETE runs, and the DELETE is kept only once they are."""
+        if not backup:
+            return {'removed_rows': self._delete_judged(conn, keys, cutoff)}
+        sealing = Sealing(self._backup(backup_dir, durable=False))
+        try:
+            removed = self._delete_judged(conn, keys, cutoff)
+        finally:
+            checksums = sealing.wait()  # raises (the caller rolls the DELETE back) when a copy cannot be made durable
+        return {'removed_rows': removed, 'backup_files': sealing.paths, 'backup_checksums': checksums}
+
     def _row_keys(self, conn: sqlite3.Connection) -> list:
         """The columns that name one row of the table: its rowid (under a name no column takes), or, in a WITHOUT ROWID
         table, its primary key."""
@@ -335,7 +410,7 @@ class TokenCache:
         return [quote_identifier(row[1]) for row in sorted((row for row in info if row[5]), key=lambda row: row[5])]
 
     def _judge(self, conn: sqlite3.Connection) -> list:
-        """Each row's expiry read once, with the key of its row, into a temporary table; the key's columns."""
+        """Each row's expiry judged once, with the key of its row, into a temporary table; the key's columns."""
         keys = self._row_keys(conn)
         if not keys:
             raise TokenCacheError(f'table {self.table!r} of {self.path} has neither a rowid nor a primary key; '
@@ -344,14 +419,13 @@ class TokenCache:
         conn.execute('PRAGMA temp_store = MEMORY')
         named = ', '.join(f'{key} AS k{index}' for index, key in enumerate(keys))
         conn.execute(f'CREATE TEMP TABLE vllm_dr_judged AS SELECT {named}, '
-                     f'{expiry_raw_sql(self.expires_column)} AS r FROM {quote_identifier(self.table)}')
+                     f'{expiry_epoch_sql(self.expires_column)} AS e FROM {quote_identifier(self.table)}')
         return keys
 
     @staticmethod
     def _count_judged(conn: sqlite3.Connection, cutoff: float) -> dict:
-        row = conn.execute('SELECT count(*), count(*) - count(e), coalesce(sum(e < :cutoff), 0), min(e), max(e) '
-                           f'FROM (SELECT {epoch_of_raw_sql("r")} AS e FROM temp.vllm_dr_judged LIMIT -1)',
-                           {'cutoff': cutoff}).fetchone()
+        row = conn.execute('SELECT count(*), count(*) - count(e), count(CASE WHEN e < :cutoff THEN 1 END), min(e), max(e) '
+                           'FROM temp.vllm_dr_judged', {'cutoff': cutoff}).fetchone()
         return {'rows': row[0], 'malformed_rows': row[1], 'expired_rows': row[2],
                 'earliest_expiry': iso_utc(row[3]), 'latest_expiry': iso_utc(row[4])}
 
@@ -360,7 +434,7 @@ class TokenCache:
         named = ', '.join(f'k{index}' for index in range(len(keys)))
         target = keys[0] if len(keys) == 1 else f'({", ".join(keys)})'
         return conn.execute(f'DELETE FROM {quote_identifier(self.table)} WHERE {target} IN '
-                            f'(SELECT {named} FROM temp.vllm_dr_judged WHERE {epoch_of_raw_sql("r")} < :cutoff)', {'cutoff': cutoff}).rowcount
+                            f'(SELECT {named} FROM temp.vllm_dr_judged WHERE e < :cutoff)', {'cutoff': cutoff}).rowcount
 
     def _check_no_writer(self) -> None:
         """Refuse to purge or replace the cache while a transaction is writing to it.
@@ -673,7 +747,8 @@ def manage(cache: TokenCache, state: str, cutoff: float, restored_at: float | No
     result['changed'] = bool(result['removed_rows'] or result['removed_files'] or result['restored_files']
                              or result.get('restored_rows'))
     # what a copy of each backup must hash to (a copy to the controller is checked against it)
-    result['backup_checksums'] = {path: file_digest(path) for path in result['backup_files']}
+    known = result.get('backup_checksums') or {}
+    result['backup_checksums'] = {path: known.get(path) or file_digest(path) for path in result['backup_files']}
     result['diff'] = {'before': before, 'after': after}
     return result
 
