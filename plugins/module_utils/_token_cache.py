@@ -380,7 +380,7 @@ class TokenCache:
 
         def wait():
             thread.join()
-            return outcome[0]
+            return outcome[0] if outcome else 'the integrity check stopped without an answer'
         return wait
 
     def _delete_backed_up(self, conn: sqlite3.Connection, keys: list, cutoff: float, backup: bool,
