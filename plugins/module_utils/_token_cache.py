@@ -80,15 +80,20 @@ def expiry_epoch_sql(column: str) -> str:
     col = quote_identifier(column)
     is_number = ("ltrim(t, '0123456789.') = '' AND substr(t, 1, 1) BETWEEN '0' AND '9' "
                  "AND instr(substr(t, instr(t, '.') + 1), '.') = 0")
-    date = (f"(SELECT CASE WHEN s >= {EARLIEST_EPOCH!r} THEN s END "
-            "FROM (SELECT (julianday(t) - 2440587.5) * 86400.0 AS s))")
+    date = f"(SELECT CASE WHEN s >= {EARLIEST_EPOCH!r} THEN s END FROM (SELECT {_date_seconds_sql('t')} AS s))"
     return (
         f"CASE typeof({col}) WHEN 'integer' THEN {_epoch_in_range_sql(col)} WHEN 'real' THEN {_epoch_in_range_sql(col)} "
         f"WHEN 'text' THEN CASE WHEN substr({col}, 5, 1) = '-' AND substr({col}, 1, 4) BETWEEN '0002' AND '9998' "
-        f"THEN (julianday({col}) - 2440587.5) * 86400.0 "
+        f"THEN {_date_seconds_sql(col)} "
         f"ELSE (SELECT CASE WHEN {is_number} THEN {_epoch_in_range_sql('CAST(t AS REAL)')} ELSE {date} END "
         f"FROM (SELECT trim({col}) AS t LIMIT -1)) END END"
     )
+
+
+def _date_seconds_sql(text: str) -> str:
+    """SQL for the epoch seconds of the date ``text`` names (julianday's days since the Julian epoch), NULL when it
+    names none."""
+    return f"(julianday({text}) - 2440587.5) * 86400.0"
 
 
 def _epoch_in_range_sql(number: str) -> str:
@@ -297,8 +302,8 @@ class TokenCache:
         When ``before`` holds no counts (inspect(count=False)), the rows are counted here,
         under the write lock, in the one pass that judges each row's expiry: the count and
         the delete are of the same rows, and the result's counts are the ones at the delete.
-        The file's integrity is then checked here too, under the same lock, on a connection
-        of its own beside the judging, and before anything is deleted.
+        The file's integrity is checked here, under the same lock, on a connection of its own
+        beside the judging, and before anything is deleted.
         """
         result = {'removed_rows': 0, 'backup_files': [], 'warnings': []}
         if not before['exists']:
@@ -316,7 +321,7 @@ class TokenCache:
             self._begin_immediate(conn)
             try:
                 # Under the write lock: nothing can be written between the count, the backup and the delete.
-                keys = self._judge_checked(conn, checked=before['integrity'] == 'ok')
+                keys = self._judge_checked(conn)
                 result.update(self._count_judged(conn, cutoff), integrity='ok')
                 if result['expired_rows']:
                     result.update(self._delete_backed_up(conn, keys, cutoff, backup, backup_dir))
@@ -346,9 +351,9 @@ class TokenCache:
             'state=pruned cannot repair it: use state=absent to purge it (a backup is kept)'
         )
 
-    def _judge_checked(self, conn: sqlite3.Connection, checked: bool) -> list:
-        """_judge, with the file's integrity checked beside it unless ``checked``; raises on a damaged file."""
-        wait = (lambda: 'ok') if checked else self._integrity_aside()
+    def _judge_checked(self, conn: sqlite3.Connection) -> list:
+        """_judge, with the file's integrity checked beside it; raises on a damaged file."""
+        wait = self._integrity_aside()
         try:
             keys, failure = self._judge(conn), None
         except sqlite3.DatabaseError as exc:
