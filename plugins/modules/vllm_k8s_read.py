@@ -124,6 +124,13 @@ api_found:
   type: dict
   returned: always
   sample: {pods: true}
+api_server:
+  description:
+    - The URL of the API server the module talked to, as the connection options resolved it (the C(connection.host)
+      of kubernetes.core's cluster information module, without the API discovery that module makes).
+  type: str
+  returned: success
+  sample: https://127.0.0.1:6443
 error:
   description: With O(on_error=return), the one line that names the check or read that failed; nothing else is returned.
   type: str
@@ -200,7 +207,7 @@ def main():
         result = ask(params['permissions'], params['reads'], params['namespace'], review, find)
     except K8sReadError as exc:
         refuse(str(exc))
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, api_server=client.configuration.host, **result)
 
 
 if __name__ == '__main__':

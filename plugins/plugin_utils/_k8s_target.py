@@ -30,9 +30,10 @@ How a kind plugs in: one entry of KINDS, keyed by the kind the API server names,
 - reach, when the kind's pods are not all made from one pod template (a LeaderWorkerSet's leaders and workers): its
   own cache reach, (workload, running pods, cache_path, container, *, method, pod_backup_dir, mode, kind) -> the
   answer of _cache_reach.cache_reach, which the other kinds use;
-and one task file roles/k8s_target/tasks/kinds/<kind in lower case>.yml that reads the objects between the workload
-and its pods into _vllm_dr_k8s_kind_owners (none for a StatefulSet), plus one restart task file
-roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
+- between: the kind and API version of the objects between the workload and its pods (a Deployment's ReplicaSets), or
+  none when the workload controls its pods itself (a StatefulSet); the target's owner_reads names them to the roles,
+  which read them in the same call as the workload (the owners this model takes);
+plus one restart task file roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
 
 When the roles read the pods: once at each moment the target may have changed since the last read, each read handed
 here whole.
@@ -105,12 +106,16 @@ class Kind(NamedTuple):
     pod_controller: str
     pod_label: str | None = None
     reach: Callable | None = None
+    # the kind and API version of the objects between the workload and its pods, read whole in the namespace (the
+    # owners the model matches by uid); none when the workload controls its pods itself
+    between: tuple[str, str] | None = None
 
 
 KINDS = {
-    'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet'),
+    'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet',
+                       between=('ReplicaSet', 'apps/v1')),
     'LeaderWorkerSet': Kind(leaderworkerset, lws_owners, 'leaderworkerset.x-k8s.io/v1', 'leaderworkersets',
-                            'StatefulSet', NAME_LABEL, lws_cache_reach),
+                            'StatefulSet', NAME_LABEL, lws_cache_reach, between=('StatefulSet', 'apps/v1')),
     'StatefulSet': Kind(statefulset, statefulset_owners, 'apps/v1', 'statefulsets', 'StatefulSet'),
 }
 
@@ -184,13 +189,16 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     """The target, from the workload's read (`read`: k8s_info's registered result, or the object), the objects between
     it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`).
 
-    Returns {kind, api_version, resource, group, name, namespace, found, selected, workloads, refused, pods, pod_uids,
-    stable_pod_names, rollout, restart, cache_reach, preconditions}:
+    Returns {kind, api_version, resource, group, name, namespace, found, owner_reads, selected, workloads, refused, pods,
+    pod_uids, stable_pod_names, rollout, restart, cache_reach, preconditions}:
     - kind: `kind`, or with `kind` auto the kind the running pods' owner chain names (none when it names none);
       api_version, resource (plural) and group (the API group, '' for the core one) of that kind, none when it is
       not supported;
     - found: 'found', 'gone' (the read answered with nothing) or 'error' (the read failed, or nothing was read:
       `read` none finds the workload's name in `workloads`);
+    - owner_reads: the reads (as module vllm_k8s_read takes them, key owners) of the objects between the workload and
+      its pods, the `owners` this function takes: a Deployment's ReplicaSets, a LeaderWorkerSet's StatefulSets; none
+      for a StatefulSet;
     - selected: how many of `pods` there are, and the names of the running ones (the selector's, before the owner
       chain narrows them); workloads: the names of the workloads of `kind` that own the running ones;
     - refused: none, or the one line why the runbook does not act on this workload (its kind is not supported, or
@@ -223,6 +231,8 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                'selected': {'count': len(pods or []), 'running': [_meta(pod).get('name') for pod in selected]},
                'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
                'stable_pod_names': bool(spec) and spec.pod_controller == 'StatefulSet',
+               'owner_reads': [{'key': 'owners', 'kind': spec.between[0], 'api_version': spec.between[1]}]
+               if spec and spec.between else [],
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
                            'wait': found if found != 'found' else 'progressing', 'status': '', 'lagging': False},
                'restart': dict(RESTART),

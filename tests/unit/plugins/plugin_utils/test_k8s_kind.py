@@ -80,3 +80,28 @@ def test_a_deployment_an_operator_controls_is_refused_before_any_change():
 def test_the_kind_names_its_api_for_the_reads_and_the_permissions():
     target = k8s_target(None, [], [pod('a', 'ReplicaSet')], namespace='ns', kind='auto')
     assert (target['api_version'], target['resource'], target['group']) == ('apps/v1', 'deployments', 'apps')
+
+
+@pytest.mark.parametrize('kind, reads', [
+    ('Deployment', [{'key': 'owners', 'kind': 'ReplicaSet', 'api_version': 'apps/v1'}]),
+    ('LeaderWorkerSet', [{'key': 'owners', 'kind': 'StatefulSet', 'api_version': 'apps/v1'}]),
+    # a StatefulSet controls its pods itself: nothing lies between, nothing is read
+    ('StatefulSet', []),
+    ('DaemonSet', []),
+])
+def test_the_kind_names_what_the_roles_read_between_the_workload_and_its_pods(kind, reads):
+    assert k8s_target(None, namespace='ns', kind=kind)['owner_reads'] == reads
+
+
+def test_the_owners_the_owner_reads_return_are_the_ones_the_model_matches():
+    # what the roles read under owner_reads is what the model takes as owners: a ReplicaSet owned by the Deployment
+    # makes its pod the Deployment's
+    workload = {'kind': 'Deployment', 'metadata': {'name': 'vllm', 'uid': 'd1', 'generation': 1},
+                'spec': {'replicas': 1}, 'status': {}}
+    owner = {'kind': 'Deployment', 'name': 'vllm', 'uid': 'd1', 'controller': True}
+    replicaset = {'kind': 'ReplicaSet', 'metadata': {'name': 'vllm-abc', 'uid': 'r1', 'ownerReferences': [owner]}}
+    running = pod('vllm-abc-1', 'ReplicaSet')
+    running['metadata']['ownerReferences'][0].update(name='vllm-abc', uid='r1')
+    target = k8s_target({'resources': [workload]}, [replicaset], [running], namespace='ns', kind='Deployment')
+    assert target['owner_reads'][0]['kind'] == replicaset['kind']
+    assert target['workloads'] == ['vllm'] and target['pods'] == ['vllm-abc-1']
