@@ -156,7 +156,16 @@ def test_lws_controller_makes_groups_ready_and_rolls_them_one_at_a_time(kwok, lw
     updated = [count for observed, _ready, count in seen if observed == generation]
     assert 1 in updated and updated[-1] == GROUPS, str(seen)
 
-    new_pods = {pod['metadata']['name']: pod for pod in kwok.running_pods(ns)}
+    # The status can count a group ready while its pods are still being replaced (its controller judges the groups
+    # when a StatefulSet changes, not when a pod does): the pods themselves are waited for, each a new one.
+    old_uids = {pod['metadata']['uid'] for pod in pods.values()}
+
+    def replaced():
+        running = {pod['metadata']['name']: pod for pod in kwok.running_pods(ns)}
+        uids = {pod['metadata']['uid'] for pod in running.values()}
+        return running if sorted(running) == sorted(expected) and not uids & old_uids else None
+
+    new_pods = wait_for('every pod of both groups to run again, replaced', replaced, timeout=120)
     assert sorted(new_pods) == sorted(expected)
     assert {pod['metadata']['labels'][LABEL + 'template-revision-hash'] for pod in new_pods.values()} - revision
     assert len({pod['metadata']['labels'][LABEL + 'template-revision-hash'] for pod in new_pods.values()}) == 1
