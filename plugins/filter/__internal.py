@@ -22,7 +22,7 @@ from ansible_collections.inferops.vllm_dr.plugins.plugin_utils import _fleet_rep
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._http_args import endpoint_args
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_objects import pod_hosts
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_statefulset import replacement_ready
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import purge_preconditions
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import kind_access, purge_preconditions, target_reads
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollback import rollback_plan, target_mismatch
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._rollout import api_error, purge_failures
 from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._store_identity import store_sweeper as _sweeper
@@ -99,6 +99,11 @@ def dr_audit(facts, fail_below=0):
     return _judged(_dr_audit.verdict, _dr_audit.AuditError, facts, fail_below, prefix='dr_audit: ')
 
 
+def k8s_target_reads(kind, selector=None, name=None):
+    """The reads of one look at the target, as vllm_k8s_read takes them (``plugin_utils/_k8s_target.py``)."""
+    return target_reads(kind, selector=selector, name=name)
+
+
 def rollback_target(recorded, current, files, backup_dir):
     """Why a run directory does not belong to this target, or '' (``plugin_utils/_rollback.py``)."""
     return target_mismatch(recorded or None, current, files, backup_dir=backup_dir) or ''
@@ -133,6 +138,8 @@ class FilterModule:
             '_pod_hosts': pod_hosts,
             '_rollout_api_error': api_error,
             '_purge_preconditions': purge_preconditions,
+            '_k8s_target_reads': k8s_target_reads,
+            '_k8s_kind_access': kind_access,
             '_replacement_ready': replacement_ready,
             '_rollout_purge_failures': purge_failures,
             '_velero_exclusion': velero_exclusion,

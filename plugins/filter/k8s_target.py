@@ -32,6 +32,10 @@ options:
       - The registered result of kubernetes.core.k8s_info's read of the workload by name (failed or not), or the
         workload itself. None when it is not read yet; RV(_value.workloads) then names the workloads that own the
         running pods.
+      - Or the registered result of M(inferops.vllm_dr.vllm_k8s_read) whose O(inferops.vllm_dr.vllm_k8s_read#module:reads)
+        read the workload, what lies between it and its pods and the pods under the keys C(workload), C(owners) and
+        C(pods), each taken from it in place of O(owners) and O(pods). A failed one (only C(error) returned)
+        finds the workload's read an error.
     type: raw
     required: true
   owners:

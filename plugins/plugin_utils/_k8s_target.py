@@ -30,9 +30,10 @@ How a kind plugs in: one entry of KINDS, keyed by the kind the API server names,
 - reach, when the kind's pods are not all made from one pod template (a LeaderWorkerSet's leaders and workers): its
   own cache reach, (workload, running pods, cache_path, container, *, method, pod_backup_dir, mode, kind) -> the
   answer of _cache_reach.cache_reach, which the other kinds use;
-- between: the kind and API version of the objects between the workload and its pods (a Deployment's ReplicaSets), or
-  none when the workload controls its pods itself (a StatefulSet); the target's owner_reads names them to the roles,
-  which read them in the same call as the workload (the owners this model takes);
+- between: the kind, API version and resource (plural) of the objects between the workload and its pods (a
+  Deployment's ReplicaSets), or none when the workload controls its pods itself (a StatefulSet); target_reads names
+  them to the roles, which read them in the same call as the pods (the owners this model takes), and kind_access asks
+  for their list;
 plus one restart task file roles/purge/tasks/platform/kubernetes_restart_<kind in lower case>.yml.
 
 When the roles read the pods: once at each moment the target may have changed since the last read, each read handed
@@ -40,8 +41,9 @@ here whole.
 - The diagnosis (k8s_target's discover): the target and where the cache is.
 - The purge, right before its first change (purge's preconditions): the same pods still running, the cache's place
   for the purge method; then, only when the purge did not reach a pod, once more to say whether it was replaced.
-- The rollout wait (k8s_target's rollout_wait), after the workload's status says complete: until no pod of an older
-  revision is left (rollout.finished); at its deadline instead, once, to say why the rollout did not finish.
+- The rollout wait (k8s_target's rollout_wait): with the workload and what lies between it and its pods, in one call,
+  until the rollout is finished (rollout.finished: the workload's status says complete and no pod of an older
+  revision is left); at its deadline, while the workload's status lags what its pods show, a few seconds more.
 - A StatefulSet with updateStrategy OnDelete (its restart handler): each pod deleted, until its replacement is ready,
   as nothing else replaces it.
 """
@@ -98,6 +100,13 @@ RESTART = {'strategy': None, 'partition': None, 'stay_old': [], 'update_revision
            'observed': False}
 
 
+class Between(NamedTuple):
+    """The objects between a workload and its pods, read whole in the namespace."""
+    kind: str
+    api_version: str
+    resource: str
+
+
 class Kind(NamedTuple):
     facts: Callable
     owners: Callable
@@ -106,22 +115,59 @@ class Kind(NamedTuple):
     pod_controller: str
     pod_label: str | None = None
     reach: Callable | None = None
-    # the kind and API version of the objects between the workload and its pods, read whole in the namespace (the
-    # owners the model matches by uid); none when the workload controls its pods itself
-    between: tuple[str, str] | None = None
+    # the objects between the workload and its pods (the owners the model matches by uid); none when the workload
+    # controls its pods itself
+    between: Between | None = None
 
 
 KINDS = {
     'Deployment': Kind(deployment, deployment_owners, 'apps/v1', 'deployments', 'ReplicaSet',
-                       between=('ReplicaSet', 'apps/v1')),
+                       between=Between('ReplicaSet', 'apps/v1', 'replicasets')),
     'LeaderWorkerSet': Kind(leaderworkerset, lws_owners, 'leaderworkerset.x-k8s.io/v1', 'leaderworkersets',
-                            'StatefulSet', NAME_LABEL, lws_cache_reach, between=('StatefulSet', 'apps/v1')),
+                            'StatefulSet', NAME_LABEL, lws_cache_reach,
+                            between=Between('StatefulSet', 'apps/v1', 'statefulsets')),
     'StatefulSet': Kind(statefulset, statefulset_owners, 'apps/v1', 'statefulsets', 'StatefulSet'),
 }
 
 
 def _supported() -> str:
     return ', '.join(sorted(KINDS))
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition('/')[0]
+
+
+def target_reads(kind: str | None, *, selector: str | None = None, name: str | None = None) -> list:
+    """What one read of the target takes, as module vllm_k8s_read takes its reads, in this order: the objects between
+    the workload and its pods (key owners: a Deployment's ReplicaSets; none for a StatefulSet), the pods (key pods,
+    when `selector` is given), then the workload itself (key workload, when its `name` is given). The workload comes
+    last: read after its pods, its status can only be ahead of what they show, so a status behind them (lagging) is
+    its controller's, never the read's. A kind not supported (or none yet) reads only the pods."""
+    spec = KINDS.get(kind)
+    reads = [{'key': 'owners', 'kind': spec.between.kind, 'api_version': spec.between.api_version}] \
+        if spec and spec.between else []
+    if selector is not None:
+        reads.append({'key': 'pods', 'kind': 'Pod', 'label_selectors': [selector]})
+    if spec and name:
+        reads.append({'key': 'workload', 'kind': kind, 'api_version': spec.api_version, 'name': name})
+    return reads
+
+
+def kind_access(kind: str | None, restart: dict | None = None) -> dict:
+    """{read, change}: what the kind's reads and changes ask of the API server beyond what every run asks (the pods,
+    the ConfigMap, the workload by name), as module vllm_k8s_read takes its permissions. read, to find the workload:
+    list what lies between it and its pods, get the workload (whose name the pods' owners may give). change, for the
+    purge's preconditions and the restart: list what lies between; with `restart` (the target's restart) of strategy
+    OnDelete, delete pods (the restart deletes them one by one). Both empty for a kind not supported."""
+    spec = KINDS.get(kind)
+    if spec is None:
+        return {'read': [], 'change': []}
+    between = [{'verb': 'list', 'resource': spec.between.resource, 'group': _group(spec.between.api_version)}] \
+        if spec.between else []
+    deletes = [{'verb': 'delete', 'resource': 'pods'}] if (restart or {}).get('strategy') == 'OnDelete' else []
+    return {'read': between + [{'verb': 'get', 'resource': spec.resource, 'group': _group(spec.api_version)}],
+            'change': between + deletes}
 
 
 def pod_kind(pod: dict) -> tuple[str | None, str]:
@@ -171,6 +217,17 @@ def managed_problem(workload: dict, kind: str, namespace: str) -> str | None:
             f'workloads no other resource controls, of kinds: {_supported()}')
 
 
+def _reads(read, owners, pods) -> tuple:
+    """(the workload's read, owners, pods), from `read` as the roles hand it: the registered result of module
+    vllm_k8s_read whose reads target_reads named (its resources keyed workload, owners and pods; a failed one, its
+    error alone), or the workload's read with `owners` and `pods` apart."""
+    if isinstance(read, dict) and isinstance(read.get('resources'), dict):
+        resources = read['resources']
+        return ({'resources': resources['workload']} if 'workload' in resources else None,
+                resources.get('owners', owners), resources.get('pods', pods))
+    return read, owners, pods
+
+
 def _workload(read) -> tuple[str, dict | None]:
     """('found', the object), ('gone', None) or ('error', None) from what the workload's read returned: the
     registered result of kubernetes.core.k8s_info, or the object itself."""
@@ -187,7 +244,8 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                pod_backup_dir: str = '', cache_reach_mode: str = 'auto', expected_pods: list | None = None,
                quotas: list = (), limit_ranges: list = ()) -> dict:
     """The target, from the workload's read (`read`: k8s_info's registered result, or the object), the objects between
-    it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`).
+    it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`); or from `read` alone, the
+    registered result of module vllm_k8s_read taking target_reads (a failed one finds the workload's read an error).
 
     Returns {kind, api_version, resource, group, name, namespace, found, owner_reads, selected, workloads, refused, pods,
     pod_uids, stable_pod_names, rollout, restart, cache_reach, preconditions}:
@@ -198,7 +256,7 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
       `read` none finds the workload's name in `workloads`);
     - owner_reads: the reads (as module vllm_k8s_read takes them, key owners) of the objects between the workload and
       its pods, the `owners` this function takes: a Deployment's ReplicaSets, a LeaderWorkerSet's StatefulSets; none
-      for a StatefulSet;
+      for a StatefulSet (target_reads' first);
     - selected: how many of `pods` there are, and the names of the running ones (the selector's, before the owner
       chain narrows them); workloads: the names of the workloads of `kind` that own the running ones;
     - refused: none, or the one line why the runbook does not act on this workload (its kind is not supported, or
@@ -218,6 +276,7 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     - cache_reach: where the token cache is and which pods hold a copy (None unless cache_path is given);
     - preconditions: every reason a change of the workload cannot run to its end, one line each.
     """
+    read, owners, pods = _reads(read, owners, pods)
     found, workload = _workload(read)
     selected = running_pods(pods)
     refused = None
@@ -227,12 +286,12 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     spec = KINDS.get(kind)
     decided = {'kind': kind, 'api_version': spec.api_version if spec else None,
                'resource': spec.resource if spec else None,
-               'group': spec.api_version.rpartition('/')[0] if spec else None, 'name': None, 'namespace': namespace, 'found': found,
+               'group': _group(spec.api_version) if spec else None, 'name': None, 'namespace': namespace,
+               'found': found,
                'selected': {'count': len(pods or []), 'running': [_meta(pod).get('name') for pod in selected]},
                'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
                'stable_pod_names': bool(spec) and spec.pod_controller == 'StatefulSet',
-               'owner_reads': [{'key': 'owners', 'kind': spec.between[0], 'api_version': spec.between[1]}]
-               if spec and spec.between else [],
+               'owner_reads': target_reads(kind),
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
                            'wait': found if found != 'found' else 'progressing', 'status': '', 'lagging': False},
                'restart': dict(RESTART),

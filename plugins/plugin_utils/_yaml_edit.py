@@ -20,7 +20,7 @@ import yaml
 # libyaml's loader where PyYAML was built with it: the pure-Python one takes seconds per megabyte
 _LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 # a line break as YAML reads one; each line keeps its own, so CRLF stays CRLF (and a mixed file stays mixed)
-_LINE_BREAK = re.compile(r'\r\n|\r|\n')
+_LINE_BREAK = re.compile(r'\r?\n|\r')
 
 
 class YamlEditError(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, k8s_target
+from ansible_collections.inferops.vllm_dr.plugins.plugin_utils._k8s_target import KINDS, k8s_target, kind_access, target_reads
 
 
 def pod(name, owner_kind=None, owner_name='vllm-x', labels=None, phase='Running'):
@@ -105,3 +105,58 @@ def test_the_owners_the_owner_reads_return_are_the_ones_the_model_matches():
     target = k8s_target({'resources': [workload]}, [replicaset], [running], namespace='ns', kind='Deployment')
     assert target['owner_reads'][0]['kind'] == replicaset['kind']
     assert target['workloads'] == ['vllm'] and target['pods'] == ['vllm-abc-1']
+
+
+PODS = {'key': 'pods', 'kind': 'Pod', 'label_selectors': ['app=vllm']}
+
+
+@pytest.mark.parametrize('kind, name, reads', [
+    # the owners first, then the pods, then the workload by name: read after its pods, its status is never behind
+    # them because of the read
+    ('Deployment', 'vllm', [{'key': 'owners', 'kind': 'ReplicaSet', 'api_version': 'apps/v1'}, PODS,
+                            {'key': 'workload', 'kind': 'Deployment', 'api_version': 'apps/v1', 'name': 'vllm'}]),
+    ('StatefulSet', 'vllm', [PODS, {'key': 'workload', 'kind': 'StatefulSet', 'api_version': 'apps/v1',
+                                    'name': 'vllm'}]),
+    ('LeaderWorkerSet', '', [{'key': 'owners', 'kind': 'StatefulSet', 'api_version': 'apps/v1'}, PODS]),
+    # the kind not known yet (or not supported): the pods alone
+    ('auto', 'vllm', [PODS]),
+    ('DaemonSet', 'agent', [PODS]),
+])
+def test_one_read_of_the_target_takes_the_owners_the_pods_then_the_workload(kind, name, reads):
+    assert target_reads(kind, selector='app=vllm', name=name) == reads
+    assert target_reads(kind) == k8s_target(None, namespace='ns', kind=kind)['owner_reads']
+
+
+@pytest.mark.parametrize('kind, strategy, read, change', [
+    ('Deployment', 'RollingUpdate',
+     [{'verb': 'list', 'resource': 'replicasets', 'group': 'apps'},
+      {'verb': 'get', 'resource': 'deployments', 'group': 'apps'}],
+     [{'verb': 'list', 'resource': 'replicasets', 'group': 'apps'}]),
+    ('LeaderWorkerSet', 'RollingUpdate',
+     [{'verb': 'list', 'resource': 'statefulsets', 'group': 'apps'},
+      {'verb': 'get', 'resource': 'leaderworkersets', 'group': 'leaderworkerset.x-k8s.io'}],
+     [{'verb': 'list', 'resource': 'statefulsets', 'group': 'apps'}]),
+    # nothing lies between a StatefulSet and its pods; an OnDelete restart deletes them one by one
+    ('StatefulSet', 'RollingUpdate', [{'verb': 'get', 'resource': 'statefulsets', 'group': 'apps'}], []),
+    ('StatefulSet', 'OnDelete', [{'verb': 'get', 'resource': 'statefulsets', 'group': 'apps'}],
+     [{'verb': 'delete', 'resource': 'pods'}]),
+    ('DaemonSet', 'OnDelete', [], []),
+])
+def test_the_kind_asks_for_the_permissions_of_its_reads_and_its_restart_only(kind, strategy, read, change):
+    assert kind_access(kind, {'strategy': strategy}) == {'read': read, 'change': change}
+
+
+def test_one_read_of_the_target_is_taken_whole_from_vllm_k8s_read():
+    workload = {'kind': 'StatefulSet', 'metadata': {'name': 'vllm', 'uid': 's1', 'generation': 1},
+                'spec': {'replicas': 1}, 'status': {}}
+    running = pod('vllm-0', 'StatefulSet', 'vllm')
+    running['metadata']['ownerReferences'][0]['uid'] = 's1'
+    apart = k8s_target({'resources': [workload]}, [], [running], namespace='ns', kind='StatefulSet')
+    whole = k8s_target({'resources': {'pods': [running], 'workload': [workload]}}, namespace='ns', kind='StatefulSet')
+    assert whole == apart and whole['pods'] == ['vllm-0']
+    assert k8s_target({'resources': {'pods': [running], 'workload': []}}, namespace='ns',
+                      kind='StatefulSet')['rollout']['wait'] == 'gone'
+    # a failed read returns its error alone: never an answer, the wait goes on
+    failed = k8s_target({'error': 'could not read the Pod objects in namespace ns: 503 Service Unavailable'},
+                        namespace='ns', kind='StatefulSet')
+    assert (failed['found'], failed['rollout']['wait'], failed['rollout']['finished']) == ('error', 'error', False)
