@@ -99,11 +99,6 @@ def dr_audit(facts, fail_below=0):
     return _judged(_dr_audit.verdict, _dr_audit.AuditError, facts, fail_below, prefix='dr_audit: ')
 
 
-def k8s_target_reads(kind, selector=None, name=None):
-    """The reads of one look at the target, as vllm_k8s_read takes them (``plugin_utils/_k8s_target.py``)."""
-    return target_reads(kind, selector=selector, name=name)
-
-
 def rollback_target(recorded, current, files, backup_dir):
     """Why a run directory does not belong to this target, or '' (``plugin_utils/_rollback.py``)."""
     return target_mismatch(recorded or None, current, files, backup_dir=backup_dir) or ''
@@ -138,7 +133,7 @@ class FilterModule:
             '_pod_hosts': pod_hosts,
             '_rollout_api_error': api_error,
             '_purge_preconditions': purge_preconditions,
-            '_k8s_target_reads': k8s_target_reads,
+            '_k8s_target_reads': target_reads,
             '_k8s_kind_access': kind_access,
             '_replacement_ready': replacement_ready,
             '_rollout_purge_failures': purge_failures,

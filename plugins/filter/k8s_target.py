@@ -135,14 +135,6 @@ _value:
     found:
       description: C(found), C(gone) (the read answered with nothing) or C(error) (the read failed, or none was made).
       type: str
-    owner_reads:
-      description:
-        - The reads of the objects between the workload and its pods, as M(inferops.vllm_dr.vllm_k8s_read) takes them
-          (O(inferops.vllm_dr.vllm_k8s_read#module:reads)), under the key C(owners); what they return is what the
-          O(owners) of this filter takes. A Deployment's ReplicaSets, a LeaderWorkerSet's StatefulSets; empty for a
-          StatefulSet, which controls its pods itself, and for a kind not supported.
-      type: list
-      elements: dict
     selected:
       description: C(count), how many pods were handed in, and C(running), the names of the running ones.
       type: dict

@@ -247,16 +247,13 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
     it and its pods (`owners`) and the pods the selector or the namespace lists (`pods`); or from `read` alone, the
     registered result of module vllm_k8s_read taking target_reads (a failed one finds the workload's read an error).
 
-    Returns {kind, api_version, resource, group, name, namespace, found, owner_reads, selected, workloads, refused, pods,
-    pod_uids, stable_pod_names, rollout, restart, cache_reach, preconditions}:
+    Returns {kind, api_version, resource, group, name, namespace, found, selected, workloads, refused, pods, pod_uids,
+    stable_pod_names, rollout, restart, cache_reach, preconditions}:
     - kind: `kind`, or with `kind` auto the kind the running pods' owner chain names (none when it names none);
       api_version, resource (plural) and group (the API group, '' for the core one) of that kind, none when it is
       not supported;
     - found: 'found', 'gone' (the read answered with nothing) or 'error' (the read failed, or nothing was read:
       `read` none finds the workload's name in `workloads`);
-    - owner_reads: the reads (as module vllm_k8s_read takes them, key owners) of the objects between the workload and
-      its pods, the `owners` this function takes: a Deployment's ReplicaSets, a LeaderWorkerSet's StatefulSets; none
-      for a StatefulSet (target_reads' first);
     - selected: how many of `pods` there are, and the names of the running ones (the selector's, before the owner
       chain narrows them); workloads: the names of the workloads of `kind` that own the running ones;
     - refused: none, or the one line why the runbook does not act on this workload (its kind is not supported, or
@@ -291,7 +288,6 @@ def k8s_target(read, owners: list = (), pods: list = (), *, namespace: str, kind
                'selected': {'count': len(pods or []), 'running': [_meta(pod).get('name') for pod in selected]},
                'workloads': [], 'refused': refused, 'pods': [], 'pod_uids': {},
                'stable_pod_names': bool(spec) and spec.pod_controller == 'StatefulSet',
-               'owner_reads': target_reads(kind),
                'rollout': {'finished': False, 'complete': False, 'old_pods': [], 'paused': False, 'unfinished': False,
                            'wait': found if found != 'found' else 'progressing', 'status': '', 'lagging': False},
                'restart': dict(RESTART),

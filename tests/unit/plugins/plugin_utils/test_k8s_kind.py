@@ -90,11 +90,11 @@ def test_the_kind_names_its_api_for_the_reads_and_the_permissions():
     ('DaemonSet', []),
 ])
 def test_the_kind_names_what_the_roles_read_between_the_workload_and_its_pods(kind, reads):
-    assert k8s_target(None, namespace='ns', kind=kind)['owner_reads'] == reads
+    assert target_reads(kind) == reads
 
 
-def test_the_owners_the_owner_reads_return_are_the_ones_the_model_matches():
-    # what the roles read under owner_reads is what the model takes as owners: a ReplicaSet owned by the Deployment
+def test_the_owners_the_target_reads_return_are_the_ones_the_model_matches():
+    # what the roles read under the key owners is what the model takes as owners: a ReplicaSet owned by the Deployment
     # makes its pod the Deployment's
     workload = {'kind': 'Deployment', 'metadata': {'name': 'vllm', 'uid': 'd1', 'generation': 1},
                 'spec': {'replicas': 1}, 'status': {}}
@@ -103,7 +103,7 @@ def test_the_owners_the_owner_reads_return_are_the_ones_the_model_matches():
     running = pod('vllm-abc-1', 'ReplicaSet')
     running['metadata']['ownerReferences'][0].update(name='vllm-abc', uid='r1')
     target = k8s_target({'resources': [workload]}, [replicaset], [running], namespace='ns', kind='Deployment')
-    assert target['owner_reads'][0]['kind'] == replicaset['kind']
+    assert target_reads('Deployment')[0]['kind'] == replicaset['kind']
     assert target['workloads'] == ['vllm'] and target['pods'] == ['vllm-abc-1']
 
 
@@ -124,7 +124,6 @@ PODS = {'key': 'pods', 'kind': 'Pod', 'label_selectors': ['app=vllm']}
 ])
 def test_one_read_of_the_target_takes_the_owners_the_pods_then_the_workload(kind, name, reads):
     assert target_reads(kind, selector='app=vllm', name=name) == reads
-    assert target_reads(kind) == k8s_target(None, namespace='ns', kind=kind)['owner_reads']
 
 
 @pytest.mark.parametrize('kind, strategy, read, change', [
