@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What one phase of a run asks the Kubernetes API in one call: its permissions first (one SelfSubjectAccessReview
 each; every authenticated identity may ask), then, only when every one is granted, the objects it relies on (each
-read as kubernetes.core.k8s_info reads it). The API calls are passed in (`review`, `find`), so the rules here are
+read as kubernetes.core.k8s_info reads it, without its metadata.managedFields). The API calls are passed in (`review`, `find`), so the rules here are
 tested without a cluster and the module shell gives them kubernetes.core's client."""
 
 from __future__ import annotations
@@ -69,13 +69,23 @@ def read_requests(reads: list, namespace: str) -> list:
     return requests
 
 
+def without_managed_fields(item):
+    """`item` without metadata.managedFields: the API server's record of which client last set which field. No reader
+    of the objects uses it, and it is a large part of a pod (each controller and kubelet that wrote to it has an
+    entry), which every read object carries through the task's result and each filter the run applies."""
+    metadata = item.get('metadata') if isinstance(item, dict) else None
+    if not isinstance(metadata, dict) or 'managedFields' not in metadata:
+        return item
+    return dict(item, metadata={field: value for field, value in metadata.items() if field != 'managedFields'})
+
+
 def ask(permissions: list, reads: list, namespace: str, review: Callable, find: Callable) -> dict:
     """Ask every permission (review(body) -> the API's allowed, True or not), then, when none is missing, make every
     read (find(kind, api_version, name, namespace, label_selectors) -> {'resources': [...], 'api_found': bool}).
 
-    Returns {'allowed': [...], 'missing': [words...], 'resources': {key: [...]}, 'api_found': {key: bool}}; with a
-    permission missing, nothing is read (resources and api_found stay empty). Raises K8sReadError for a request that
-    cannot be asked, before any is."""
+    Returns {'allowed': [...], 'missing': [words...], 'resources': {key: [...]}, 'api_found': {key: bool}}, each object
+    without its managedFields; with a permission missing, nothing is read (resources and api_found stay empty).
+    Raises K8sReadError for a request that cannot be asked, before any is."""
     reviews = [access_review(permission, namespace) for permission in permissions or []]
     requests = read_requests(reads, namespace)
     allowed = [review(body) is True for body in reviews]
@@ -86,6 +96,6 @@ def ask(permissions: list, reads: list, namespace: str, review: Callable, find: 
     for request in requests:
         key = request.pop('key')
         found = find(**request)
-        result['resources'][key] = list(found.get('resources') or [])
+        result['resources'][key] = [without_managed_fields(item) for item in found.get('resources') or []]
         result['api_found'][key] = bool(found.get('api_found', True))
     return result

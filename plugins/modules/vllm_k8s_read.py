@@ -115,7 +115,8 @@ missing:
 resources:
   description:
     - Per key of O(reads), the objects read, as M(kubernetes.core.k8s_info) returns them in its C(resources) (an
-      empty list when none exists). Empty when a permission is missing.
+      empty list when none exists), without their C(metadata.managedFields) (the API server's record of which client
+      set which field, a large part of a pod that nothing here reads). Empty when a permission is missing.
   type: dict
   returned: always
   sample: {pods: [{kind: Pod, metadata: {name: vllm-0, namespace: vllm}}]}

@@ -78,6 +78,22 @@ def test_everything_granted_reads_each_object_as_k8s_info_takes_it_in_order():
     assert [call[0] for call in api.calls] == ['review', 'review', 'find', 'find', 'find']
 
 
+def test_each_object_read_comes_without_its_managed_fields_and_nothing_else_is_dropped():
+    pod = {'kind': 'Pod', 'metadata': {'name': 'vllm-0', 'labels': {'app': 'vllm'},
+                                       'managedFields': [{'manager': 'kubelet', 'operation': 'Update'}]},
+           'spec': {'containers': [{'name': 'vllm'}]}, 'status': {'phase': 'Running'}}
+    bare = {'kind': 'ConfigMap', 'metadata': {'name': 'c'}, 'data': {'vllm.yaml': 'a: 1'}}
+    api = Api([], {'Pod': {'resources': [pod]}, 'ConfigMap': {'resources': [bare, {'kind': 'odd'}]}})
+    result = ask([], [{'key': 'pods', 'kind': 'Pod'}, {'key': 'config', 'kind': 'ConfigMap'}], 'ns', api.review,
+                 api.find)
+    assert result['resources']['pods'] == [{'kind': 'Pod', 'metadata': {'name': 'vllm-0', 'labels': {'app': 'vllm'}},
+                                            'spec': {'containers': [{'name': 'vllm'}]},
+                                            'status': {'phase': 'Running'}}]
+    assert result['resources']['config'] == [bare, {'kind': 'odd'}]
+    # what the client returned is left as it was
+    assert pod['metadata']['managedFields'] == [{'manager': 'kubelet', 'operation': 'Update'}]
+
+
 def test_a_permission_refused_is_named_and_nothing_is_read():
     api = Api([True, False])
     result = ask([{'verb': 'list', 'resource': 'pods'}, {'verb': 'get', 'resource': 'pods', 'subresource': 'log'}],
