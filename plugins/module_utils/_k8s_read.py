@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What one phase of a run asks the Kubernetes API in one call: its permissions first (one SelfSubjectAccessReview
 each; every authenticated identity may ask), then, only when every one is granted, the objects it relies on (each
-read as kubernetes.core.k8s_info reads it, without its metadata.managedFields). The API calls are passed in (`review`, `find`), so the rules here are
-tested without a cluster and the module shell gives them kubernetes.core's client."""
+read as kubernetes.core.k8s_info reads it, without its metadata.managedFields). The API calls are passed in
+(`review`, `find`), so the rules here are tested without a cluster and the module shell gives them kubernetes.core's
+client."""
 
 from __future__ import annotations
 
