@@ -55,17 +55,17 @@ deps:
 	@mkdir -p $(COLLECTIONS)/ansible_collections/inferops $(REPORTS)
 	@ln -sfn $(ROOT) $(COLLECTIONS)/ansible_collections/inferops/vllm_dr
 
-# Every gate, in two lanes side by side (tools/lanes.sh): most of the Kubernetes suite, then the Molecule scenarios, in
-# one; every other gate in the other, then the dependency floors and the rest of the Kubernetes suite (K8S_PART2_FILES, on a control plane of its
-# own), so that both lanes end together (balanced by the gate times the run's table prints: the Kubernetes suite is the
-# longest gate, and the CPU of both cores is what a run waits for). No cluster is created while a suite has its API
+# Every gate, in two lanes side by side (tools/lanes.sh): most of the Kubernetes suite, then the Molecule scenarios and
+# the quick read-only gates (unit, ansible-lint, the CI recipes' and the docs' checks), in one; every other gate in the
+# other, then the dependency floors and the rest of the Kubernetes suite (K8S_PART2_FILES, on a control plane of its
+# own), so that both lanes end together (balanced by the gate times the run's table prints, warm and cold: the
+# Kubernetes suite is the longest gate, and the CPU of both cores is what a run waits for). No cluster is created while a suite has its API
 # server stopped (tools/k8s/cluster.sh's creation lock): a new cluster could otherwise take that port. Every gate runs
 # even when an earlier one is red; the run still exits non-zero, after a table of each gate's time and result.
 # VLLM_DR_LANES=1: in turn. `make cores` (every sanity test under every core) stays a gate of its own.
 K8S_PART2_FILES := test_kubernetes_rbac_per_playbook.py
-LANE_K8S := integration-k8s-part1 molecule
-LANE_HOST := sanity lint unit integration-host observability ci-lint docs-lint docs-site cores-quick aap floors \
-  integration-k8s-part2
+LANE_K8S := integration-k8s-part1 molecule unit lint ci-lint docs-lint docs-site
+LANE_HOST := sanity integration-host observability cores-quick aap floors integration-k8s-part2
 test: deps
 	@MAKE="$(MAKE)" bash tools/lanes.sh "k8s: $(LANE_K8S)" "host: $(LANE_HOST)"
 
