@@ -83,13 +83,15 @@ def test_each_object_read_comes_without_its_managed_fields_and_nothing_else_is_d
                                        'managedFields': [{'manager': 'kubelet', 'operation': 'Update'}]},
            'spec': {'containers': [{'name': 'vllm'}]}, 'status': {'phase': 'Running'}}
     bare = {'kind': 'ConfigMap', 'metadata': {'name': 'c'}, 'data': {'vllm.yaml': 'a: 1'}}
-    api = Api([], {'Pod': {'resources': [pod]}, 'ConfigMap': {'resources': [bare, {'kind': 'odd'}]}})
+    # no metadata, metadata that is not a mapping, an item that is not one: each comes back as it was
+    odd = [{'kind': 'odd'}, {'kind': 'odd', 'metadata': ['managedFields']}, 'text']
+    api = Api([], {'Pod': {'resources': [pod]}, 'ConfigMap': {'resources': [bare] + odd}})
     result = ask([], [{'key': 'pods', 'kind': 'Pod'}, {'key': 'config', 'kind': 'ConfigMap'}], 'ns', api.review,
                  api.find)
     assert result['resources']['pods'] == [{'kind': 'Pod', 'metadata': {'name': 'vllm-0', 'labels': {'app': 'vllm'}},
                                             'spec': {'containers': [{'name': 'vllm'}]},
                                             'status': {'phase': 'Running'}}]
-    assert result['resources']['config'] == [bare, {'kind': 'odd'}]
+    assert result['resources']['config'] == [bare] + odd
     # what the client returned is left as it was
     assert pod['metadata']['managedFields'] == [{'manager': 'kubelet', 'operation': 'Update'}]
 
